@@ -1,0 +1,1 @@
+"""gatescope model code: attention modules, networks, data readers, export."""

@@ -1,0 +1,109 @@
+"""Multihead Differential Gated Self-Attention (M-DGSA), as specified in the DGSA paper.
+
+Per head h and token t:
+    A+ = softmax(Q+ K+^T / sqrt(d')),  A- = softmax(Q- K-^T / sqrt(d'))
+    g[t,h] = sigmoid(w_g,h . x_t + b_g,h)
+    A = g A+ - (1 - g) A-,   H_h = A V_h
+followed by a head-wise RMSNorm scaled by (1 - lambda_init), concatenation, W_O, and
+(optionally, as in DGViT) a residual from [Q+; Q-].
+
+The fused path calls torch.ops.gatescope.dgsa_attention, which computes
+g softmax(Q+K+^T)V - (1-g) softmax(Q-K-^T)V without materialising any N x N map.
+It is an inference kernel (no autograd); train with the eager path.
+"""
+import math
+from typing import Dict, Tuple
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+def dgsa_reference(q_pos, k_pos, q_neg, k_neg, v, gate):
+    """Eager reference of the fused op. q/k: [B,H,N,d], v: [B,H,N,dv], gate: [B,H,N]."""
+    out, _, _ = dgsa_reference_maps(q_pos, k_pos, q_neg, k_neg, v, gate)
+    return out
+
+
+def dgsa_reference_maps(q_pos, k_pos, q_neg, k_neg, v, gate):
+    """Returns (out, fused map A [B,H,N,N], gate) using explicit softmax maps."""
+    scale = 1.0 / math.sqrt(q_pos.shape[-1])
+    a_pos = torch.softmax(torch.matmul(q_pos, k_pos.transpose(-1, -2)) * scale, dim=-1)
+    a_neg = torch.softmax(torch.matmul(q_neg, k_neg.transpose(-1, -2)) * scale, dim=-1)
+    g = gate.unsqueeze(-1)
+    fused = g * a_pos - (1.0 - g) * a_neg
+    return torch.matmul(fused, v), fused, gate
+
+
+class HeadRMSNorm(nn.Module):
+    """RMSNorm over the last dim of [B,H,N,dv] with a per-head weight, times a constant."""
+
+    def __init__(self, num_heads: int, dim: int, out_scale: float, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(num_heads, 1, dim))
+        self.out_scale = out_scale
+        self.eps = eps
+
+    def forward(self, x):
+        x = x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return x * self.weight * self.out_scale
+
+
+class MultiheadDGSA(nn.Module):
+    """M-DGSA over [B, N, dim]. dim must be divisible by 2*num_heads.
+
+    use_fused selects the op-library kernel for forward(); explain() always uses the eager
+    maps so it can return them.
+    """
+
+    def __init__(self, dim: int, num_heads: int, lambda_init: float = 0.8,
+                 qk_residual: bool = True, use_fused: bool = False):
+        super().__init__()
+        if dim % (2 * num_heads) != 0:
+            raise ValueError("dim must be divisible by 2*num_heads")
+        self.num_heads = num_heads
+        self.head_dim = dim // (2 * num_heads)  # d' of each excitatory/inhibitory stream
+        self.q_proj = nn.Linear(dim, dim, bias=False)
+        self.k_proj = nn.Linear(dim, dim, bias=False)
+        self.v_proj = nn.Linear(dim, dim, bias=False)
+        self.gate_proj = nn.Linear(dim, num_heads)
+        self.norm = HeadRMSNorm(num_heads, 2 * self.head_dim, 1.0 - lambda_init)
+        self.out_proj = nn.Linear(dim, dim)
+        self.qk_residual = qk_residual
+        self.use_fused = use_fused
+
+    def _streams(self, x) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                                   torch.Tensor, torch.Tensor, torch.Tensor]:
+        b, n, _ = x.shape
+        h, d = self.num_heads, self.head_dim
+        q = self.q_proj(x)
+        # [B,N,2h,d'] -> [B,2h,N,d']; even heads excitatory, odd heads inhibitory
+        qs = q.view(b, n, h, 2, d).permute(0, 2, 3, 1, 4)
+        ks = self.k_proj(x).view(b, n, h, 2, d).permute(0, 2, 3, 1, 4)
+        v = self.v_proj(x).view(b, n, h, 2 * d).transpose(1, 2)
+        gate = torch.sigmoid(self.gate_proj(x)).transpose(1, 2)  # [B,H,N]
+        return (qs[:, :, 0].contiguous(), ks[:, :, 0].contiguous(),
+                qs[:, :, 1].contiguous(), ks[:, :, 1].contiguous(),
+                v.contiguous(), gate.contiguous(), q)
+
+    def _finish(self, heads, q, b: int, n: int):
+        out = self.norm(heads).transpose(1, 2).reshape(b, n, -1)
+        out = self.out_proj(out)
+        if self.qk_residual:
+            out = out + q
+        return out
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q_pos, k_pos, q_neg, k_neg, v, gate, q = self._streams(x)
+        if self.use_fused:
+            heads = torch.ops.gatescope.dgsa_attention(q_pos, k_pos, q_neg, k_neg, v, gate)
+        else:
+            heads = dgsa_reference(q_pos, k_pos, q_neg, k_neg, v, gate)
+        return self._finish(heads, q, b, n)
+
+    def forward_with_maps(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        b, n, _ = x.shape
+        q_pos, k_pos, q_neg, k_neg, v, gate, q = self._streams(x)
+        heads, fused, g = dgsa_reference_maps(q_pos, k_pos, q_neg, k_neg, v, gate)
+        return self._finish(heads, q, b, n), {"attention": fused, "gate": g}

@@ -1,0 +1,133 @@
+// Standalone check of the CUDA M-DGSA kernel against the streaming CPU kernel.
+// Skips (does not pass vacuously) when no CUDA device is present.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gatescope/ops/dgsa_cpu_kernel.h"
+#include "gatescope/ops/dgsa_cuda_kernel.h"
+
+namespace gatescope::ops {
+namespace {
+
+bool HaveDevice() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+struct Problem {
+  DgsaShape shape;
+  std::vector<float> q_pos, k_pos, q_neg, k_neg, v, gate;
+};
+
+Problem MakeProblem(int64_t bh, int64_t n, int64_t d, int64_t dv, unsigned seed) {
+  Problem p;
+  p.shape = {bh, n, n, d, dv, 1.0 / std::sqrt(static_cast<double>(d))};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_real_distribution<float> unit(0.f, 1.f);
+  auto fill = [&](std::vector<float>& x, size_t size) {
+    x.resize(size);
+    for (float& e : x) e = normal(rng);
+  };
+  fill(p.q_pos, bh * n * d);
+  fill(p.k_pos, bh * n * d);
+  fill(p.q_neg, bh * n * d);
+  fill(p.k_neg, bh * n * d);
+  fill(p.v, bh * n * dv);
+  p.gate.resize(bh * n);
+  for (float& g : p.gate) g = unit(rng);
+  return p;
+}
+
+std::vector<float> CpuReference(const Problem& p) {
+  std::vector<float> out(p.shape.batch_heads * p.shape.nq * p.shape.dv);
+  DgsaPointers<float> ptr{p.q_pos.data(), p.k_pos.data(), p.q_neg.data(), p.k_neg.data(),
+                          p.v.data(),     p.gate.data(),  out.data()};
+  DgsaForward<float, double>(p.shape, ptr);
+  return out;
+}
+
+// Copies host values (converted to T) to a new device buffer.
+template <typename T>
+void* ToDevice(const std::vector<float>& host) {
+  std::vector<T> staged(host.size());
+  for (size_t i = 0; i < host.size(); ++i) staged[i] = static_cast<T>(host[i]);
+  void* dev = nullptr;
+  EXPECT_EQ(cudaMalloc(&dev, staged.size() * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(dev, staged.data(), staged.size() * sizeof(T), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  return dev;
+}
+
+template <typename T>
+std::vector<float> RunCuda(const Problem& p, DgsaDType dtype) {
+  const std::vector<const std::vector<float>*> inputs = {&p.q_pos, &p.k_pos, &p.q_neg,
+                                                         &p.k_neg, &p.v,     &p.gate};
+  std::vector<void*> dev;
+  for (const auto* in : inputs) dev.push_back(ToDevice<T>(*in));
+  const size_t out_size = p.shape.batch_heads * p.shape.nq * p.shape.dv;
+  void* out = nullptr;
+  EXPECT_EQ(cudaMalloc(&out, out_size * sizeof(T)), cudaSuccess);
+  EXPECT_EQ(LaunchDgsaForward(p.shape, dtype, dev[0], dev[1], dev[2], dev[3], dev[4], dev[5],
+                              out, nullptr),
+            0);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<T> staged(out_size);
+  EXPECT_EQ(cudaMemcpy(staged.data(), out, out_size * sizeof(T), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  for (void* ptr : dev) cudaFree(ptr);
+  cudaFree(out);
+  std::vector<float> result(out_size);
+  for (size_t i = 0; i < out_size; ++i) result[i] = static_cast<float>(staged[i]);
+  return result;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
+  return worst;
+}
+
+struct Case {
+  int64_t bh, n, d, dv;
+};
+
+class DgsaKernelTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DgsaKernelTest, Float32MatchesCpu) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  const Case c = GetParam();
+  const Problem p = MakeProblem(c.bh, c.n, c.d, c.dv, 7);
+  EXPECT_LT(MaxAbsDiff(RunCuda<float>(p, DgsaDType::kFloat32), CpuReference(p)), 1e-4);
+}
+
+TEST_P(DgsaKernelTest, Float16MatchesCpu) {
+  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
+  const Case c = GetParam();
+  Problem p = MakeProblem(c.bh, c.n, c.d, c.dv, 11);
+  // Compare against the reference on the same half-rounded inputs.
+  for (auto* x : {&p.q_pos, &p.k_pos, &p.q_neg, &p.k_neg, &p.v, &p.gate}) {
+    for (float& e : *x) e = static_cast<float>(static_cast<__half>(e));
+  }
+  EXPECT_LT(MaxAbsDiff(RunCuda<__half>(p, DgsaDType::kFloat16), CpuReference(p)), 2e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DgsaKernelTest,
+                         ::testing::Values(Case{1, 1, 8, 16}, Case{3, 17, 8, 16},
+                                           Case{2, 197, 32, 64}, Case{2, 100, 64, 64},
+                                           Case{1, 257, 128, 128}, Case{8, 1024, 16, 32}));
+
+TEST(DgsaKernelLaunch, RejectsOversizedHeadDim) {
+  DgsaShape shape{1, 4, 4, kDgsaCudaMaxHeadDim + 1, 8, 1.0};
+  EXPECT_NE(LaunchDgsaForward(shape, DgsaDType::kFloat32, nullptr, nullptr, nullptr, nullptr,
+                              nullptr, nullptr, nullptr, nullptr),
+            0);
+}
+
+}  // namespace
+}  // namespace gatescope::ops
