@@ -1,0 +1,188 @@
+// gatescope-client: command-line client of the gatescope.v1 API.
+//
+//   gatescope-client predict --server ADDR --model NAME [--version V] [--top-k K]
+//       [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32] FILE...
+//   gatescope-client models --server ADDR
+//
+// predict prints one JSON object per input, in order:
+//   {"file":..., "label":..., "score":..., "topk":[{"label":..., "score":...}, ...]}
+// or {"file":..., "error":{"code":"INVALID_ARGUMENT", "message":...}}; exits 2 if any failed.
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/json_writer.h"
+#include "gatescope/v1/inference.grpc.pb.h"
+
+namespace gatescope::client {
+namespace {
+
+using ::gatescope::v1::Inference;
+
+const char kUsage[] =
+    "usage: gatescope-client predict --server ADDR --model NAME [--version V] [--top-k K]\n"
+    "           [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32] FILE...\n"
+    "       gatescope-client models --server ADDR\n";
+
+struct Args {
+  std::map<std::string, std::string> flags;
+  std::vector<std::string> files;
+};
+
+bool ParseArgs(int argc, char** argv, int first, Args& args) {
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) == 0) {
+      const auto eq = a.find('=');
+      if (eq != std::string::npos) {
+        args.flags[a.substr(2, eq - 2)] = a.substr(eq + 1);
+      } else if (i + 1 < argc) {
+        args.flags[a.substr(2)] = argv[++i];
+      } else {
+        std::cerr << "missing value for " << a << "\n";
+        return false;
+      }
+    } else {
+      args.files.push_back(a);
+    }
+  }
+  return true;
+}
+
+std::string CodeName(grpc::StatusCode code) {
+  static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
+  const int c = static_cast<int>(code);
+  return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
+}
+
+bool ReadFile(const std::string& path, std::string& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  out = ss.str();
+  return true;
+}
+
+std::string ErrorLine(const std::string& file, const std::string& code, const std::string& msg) {
+  return "{\"file\":" + JsonString(file) + ",\"error\":{\"code\":" + JsonString(code) +
+         ",\"message\":" + JsonString(msg) + "}}";
+}
+
+std::unique_ptr<Inference::Stub> Connect(const Args& args) {
+  auto it = args.flags.find("server");
+  const std::string addr = it == args.flags.end() ? "127.0.0.1:8001" : it->second;
+  grpc::ChannelArguments ch;
+  ch.SetMaxSendMessageSize(16 << 20);
+  return Inference::NewStub(
+      grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), ch));
+}
+
+int Predict(const Args& args) {
+  auto get = [&](const std::string& k, const std::string& def) {
+    auto it = args.flags.find(k);
+    return it == args.flags.end() ? def : it->second;
+  };
+  const std::string model = get("model", "");
+  if (model.empty() || args.files.empty()) {
+    std::cerr << kUsage;
+    return 1;
+  }
+  const int top_k = std::atoi(get("top-k", "5").c_str());
+  const int timeout_ms = std::atoi(get("timeout-ms", "30000").c_str());
+  const std::string raw_shape = get("raw-shape", "");
+  const std::string raw_dtype = get("raw-dtype", "uint8");
+  auto stub = Connect(args);
+  int failures = 0;
+  for (const std::string& file : args.files) {
+    v1::PredictRequest request;
+    request.set_model_name(model);
+    request.set_model_version(get("version", ""));
+    request.set_top_k(top_k);
+    std::string bytes;
+    if (!ReadFile(file, bytes)) {
+      std::cout << ErrorLine(file, "CLIENT", "cannot read file") << std::endl;
+      ++failures;
+      continue;
+    }
+    if (raw_shape.empty()) {
+      request.set_image(std::move(bytes));
+    } else {
+      auto* t = request.mutable_tensor();
+      t->set_dtype(raw_dtype == "float32" ? v1::Tensor::FLOAT32 : v1::Tensor::UINT8);
+      std::stringstream ss(raw_shape);
+      for (std::string dim; std::getline(ss, dim, ',');) t->add_shape(std::atoll(dim.c_str()));
+      t->set_data(std::move(bytes));
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+    v1::PredictResponse response;
+    const grpc::Status st = stub->Predict(&ctx, request, &response);
+    if (!st.ok()) {
+      std::cout << ErrorLine(file, CodeName(st.error_code()), st.error_message()) << std::endl;
+      ++failures;
+      continue;
+    }
+    std::string line = "{\"file\":" + JsonString(file);
+    if (response.classes_size() > 0) {
+      line += ",\"label\":" + JsonString(response.classes(0).label()) +
+              ",\"score\":" + JsonNumber(response.classes(0).probability());
+    }
+    line += ",\"topk\":[";
+    for (int i = 0; i < response.classes_size(); ++i) {
+      const auto& c = response.classes(i);
+      line += (i ? "," : "") + std::string("{\"label\":") + JsonString(c.label()) +
+              ",\"score\":" + JsonNumber(c.probability()) + "}";
+    }
+    std::cout << line << "]}" << std::endl;
+  }
+  return failures ? 2 : 0;
+}
+
+int Models(const Args& args) {
+  auto stub = Connect(args);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ListModelsResponse response;
+  const grpc::Status st = stub->ListModels(&ctx, v1::ListModelsRequest(), &response);
+  if (!st.ok()) {
+    std::cout << ErrorLine("", CodeName(st.error_code()), st.error_message()) << std::endl;
+    return 2;
+  }
+  for (const auto& m : response.models()) {
+    std::cout << "{\"name\":" << JsonString(m.name()) << ",\"version\":" << JsonString(m.version())
+              << ",\"ready\":" << (m.ready() ? "true" : "false")
+              << ",\"task\":" << JsonString(m.task()) << "}" << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace gatescope::client
+
+int main(int argc, char** argv) {
+  using namespace gatescope::client;
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 1;
+  }
+  Args args;
+  if (!ParseArgs(argc, argv, 2, args)) return 1;
+  const std::string cmd = argv[1];
+  if (cmd == "predict") return Predict(args);
+  if (cmd == "models") return Models(args);
+  std::cerr << kUsage;
+  return 1;
+}

@@ -1,0 +1,39 @@
+// The scheduling seam between frontends and a model's runner.
+#pragma once
+
+#include <functional>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/runtime/model_runner.h"
+
+namespace gatescope {
+
+// One request's work. Both callbacks run on the scheduler's worker thread and must not
+// block; whatever they capture must outlive the call of `done`.
+struct WorkItem {
+  // Builds this request's input example (no batch dim), e.g. by decoding an image.
+  std::function<absl::StatusOr<at::Tensor>()> make_input;
+  // Called exactly once with this request's slice of every output (batch dim removed) or
+  // with the error (INVALID_ARGUMENT from make_input, DEADLINE_EXCEEDED, INTERNAL, ...).
+  std::function<void(absl::StatusOr<NamedTensors>)> done;
+  // Items still queued at this time are finished with DEADLINE_EXCEEDED, not run.
+  absl::Time deadline = absl::InfiniteFuture();
+};
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  // Queues `item` without blocking. On error (RESOURCE_EXHAUSTED: queue full;
+  // UNAVAILABLE: stopping) `done` is not called and the caller still owns the request.
+  // Thread-safe.
+  virtual absl::Status Enqueue(WorkItem item) = 0;
+  // Refuses new items, finishes every queued one, then joins the worker. Idempotent;
+  // blocks until drained.
+  virtual void Stop() = 0;
+};
+
+}  // namespace gatescope

@@ -1,0 +1,72 @@
+#include "server/config/model_config.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+
+namespace gatescope {
+namespace {
+
+absl::Status Invalid(std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("model config: ", std::string(what)));
+}
+
+void FillDefaults(ModelConfig& config) {
+  InputSpec& in = *config.mutable_input();
+  if (in.scale() == 0.f) in.set_scale(1.f / 255.f);
+  if (in.color().empty() && in.shape_size() == 3) in.set_color(in.shape(0) == 3 ? "rgb" : "gray");
+  const int channels = in.shape_size() == 3 ? static_cast<int>(in.shape(0)) : 0;
+  if (in.mean_size() == 0) {
+    for (int c = 0; c < channels; ++c) in.add_mean(0.f);
+  }
+  if (in.std_size() == 0) {
+    for (int c = 0; c < channels; ++c) in.add_std(1.f);
+  }
+}
+
+}  // namespace
+
+absl::Status ValidateModelConfig(const ModelConfig& config) {
+  if (config.task() != "image_classification") {
+    return Invalid(absl::StrCat("unsupported task '", config.task(), "'"));
+  }
+  const InputSpec& in = config.input();
+  if (in.shape_size() != 3) return Invalid("input.shape must be [C, H, W]");
+  for (int64_t d : in.shape()) {
+    if (d <= 0 || d > 8192) return Invalid("input.shape entries must be in 1..8192");
+  }
+  const int64_t channels = in.shape(0);
+  if (!((in.color() == "gray" && channels == 1) || (in.color() == "rgb" && channels == 3))) {
+    return Invalid("input.color must be 'gray' with C = 1 or 'rgb' with C = 3");
+  }
+  if (in.mean_size() != channels || in.std_size() != channels) {
+    return Invalid("input.mean and input.std need one value per channel");
+  }
+  for (float s : in.std()) {
+    if (!(s > 0.f)) return Invalid("input.std values must be positive");
+  }
+  if (!(in.scale() > 0.f)) return Invalid("input.scale must be positive");
+  if (config.labels_size() < 1) return Invalid("labels must not be empty");
+  bool has_logits = false;
+  for (const auto& o : config.outputs()) has_logits |= (o == "logits");
+  if (!has_logits) return Invalid("outputs must include 'logits'");
+  if (config.max_batch_size() < 0) return Invalid("max_batch_size must be >= 0");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json) {
+  ModelConfig config;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto st = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), &config, options);
+  if (!st.ok()) return Invalid(absl::StrCat("bad JSON: ", st.ToString()));
+  FillDefaults(config);
+  GS_RETURN_IF_ERROR(ValidateModelConfig(config));
+  return config;
+}
+
+}  // namespace gatescope

@@ -1,0 +1,141 @@
+// gatescope-server: flags -> options, wiring, signals, graceful drain.
+// The only file that reads flags.
+#include <ATen/Parallel.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/frontend/grpc/inference_service.h"
+#include "server/metrics/metrics_http_server.h"
+#include "server/metrics/server_metrics.h"
+#include "server/repository/model_repository.h"
+#include "server/runtime/op_library.h"
+#include "server/runtime/torchscript_runner.h"
+
+ABSL_FLAG(std::string, model_repository, "model_repository", "Model repository root");
+ABSL_FLAG(std::string, ops_library, "", "gatescope op library (.so) to load before models");
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address for gRPC and metrics listeners");
+ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0 picks a free one)");
+ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one, -1 disables)");
+ABSL_FLAG(std::string, port_file, "", "If set, write 'grpc=<port> metrics=<port>' here once serving");
+ABSL_FLAG(int, torch_threads, 0, "Intra-op threads for Torch (0: all cores)");
+ABSL_FLAG(int, max_batch_size, 16, "Largest batch per model execution (capped per model)");
+ABSL_FLAG(int, max_queue_size, 256, "Waiting requests per model before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, drain_seconds, 10, "On SIGINT/SIGTERM, time allowed for in-flight calls");
+
+namespace gatescope {
+namespace {
+
+absl::StatusOr<LoadedRunner> LoadTorchScript(const std::string& path) {
+  auto loaded = TorchScriptRunner::Load(path);
+  if (!loaded.ok()) return loaded.status();
+  return LoadedRunner{std::move(loaded->runner), std::move(loaded->metadata_json)};
+}
+
+int Run() {
+  const int threads = absl::GetFlag(FLAGS_torch_threads);
+  at::set_num_threads(threads > 0 ? threads
+                                  : static_cast<int>(std::thread::hardware_concurrency()));
+
+  const std::string ops = absl::GetFlag(FLAGS_ops_library);
+  if (!ops.empty()) {
+    if (absl::Status st = LoadOpLibrary(ops); !st.ok()) {
+      GS_LOG(ERROR) << st;
+      return 1;
+    }
+    GS_LOG(INFO) << "loaded op library " << ops;
+  }
+
+  // Block termination signals in every thread; one thread waits for them below.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  ServerMetrics metrics(registry);
+  RepositoryOptions repo_options;
+  repo_options.root = absl::GetFlag(FLAGS_model_repository);
+  repo_options.batching.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
+  repo_options.batching.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
+  auto repository = ModelRepository::Load(repo_options, LoadTorchScript, &metrics);
+  if (!repository.ok()) {
+    GS_LOG(ERROR) << repository.status();
+    return 1;
+  }
+
+  const std::string host = absl::GetFlag(FLAGS_host);
+  std::unique_ptr<MetricsHttpServer> metrics_server;
+  int metrics_port = -1;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    auto started = MetricsHttpServer::Start(host, absl::GetFlag(FLAGS_metrics_port), registry);
+    if (!started.ok()) {
+      GS_LOG(ERROR) << started.status();
+      return 1;
+    }
+    metrics_server = *std::move(started);
+    metrics_port = metrics_server->port();
+  }
+
+  InferenceService service(repository->get());
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_grpc_port)),
+                           grpc::InsecureServerCredentials(), &grpc_port);
+  builder.SetMaxReceiveMessageSize(16 << 20);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || grpc_port == 0) {
+    GS_LOG(ERROR) << "cannot listen on " << host << ":" << absl::GetFlag(FLAGS_grpc_port);
+    return 1;
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  bool all_ready = true;
+  for (const auto& model : (*repository)->List()) {
+    health->SetServingStatus(model->name, model->ready());
+    all_ready &= model->ready();
+  }
+  health->SetServingStatus("", all_ready);
+  GS_LOG(INFO) << "serving gRPC on " << host << ":" << grpc_port << ", metrics on port "
+               << metrics_port;
+  if (const std::string pf = absl::GetFlag(FLAGS_port_file); !pf.empty()) {
+    std::ofstream(pf + ".tmp") << "grpc=" << grpc_port << " metrics=" << metrics_port << "\n";
+    std::rename((pf + ".tmp").c_str(), pf.c_str());
+  }
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    GS_LOG(INFO) << "signal " << sig << ": draining";
+    health->Shutdown();  // every service reports NOT_SERVING
+    service.BeginShutdown();
+    server->Shutdown(std::chrono::system_clock::now() +
+                     std::chrono::seconds(absl::GetFlag(FLAGS_drain_seconds)));
+  });
+  server->Wait();
+  waiter.join();
+  (*repository)->StopAll();
+  GS_LOG(INFO) << "stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace gatescope
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return gatescope::Run();
+}

@@ -1,0 +1,110 @@
+#include "server/metrics/metrics_http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <prometheus/text_serializer.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace gatescope {
+namespace {
+
+constexpr int kPollMillis = 200;
+constexpr size_t kMaxRequestBytes = 8192;
+
+void WriteAll(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+std::string Response(const std::string& status, const std::string& type,
+                     const std::string& body) {
+  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
+                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
+    const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics host must be IPv4: ", host));
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket() failed");
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string err = std::strerror(errno);
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port, ": ", err));
+  }
+  std::unique_ptr<MetricsHttpServer> server(
+      new MetricsHttpServer(fd, ntohs(addr.sin_port), std::move(registry)));
+  server->thread_ = std::thread([s = server.get()] { s->Serve(); });
+  return server;
+}
+
+MetricsHttpServer::MetricsHttpServer(int fd, int port,
+                                     std::shared_ptr<prometheus::Registry> registry)
+    : listen_fd_(fd), port_(port), registry_(std::move(registry)) {}
+
+MetricsHttpServer::~MetricsHttpServer() {
+  Stop();
+  close(listen_fd_);
+}
+
+void MetricsHttpServer::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+void MetricsHttpServer::Serve() {
+  while (!stop_.load()) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, kPollMillis) <= 0) continue;
+    const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (conn < 0) continue;
+    HandleConnection(conn);
+    close(conn);
+  }
+}
+
+void MetricsHttpServer::HandleConnection(int conn) {
+  std::string request;
+  char buf[1024];
+  while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+    pollfd p{conn, POLLIN, 0};
+    if (poll(&p, 1, 2000) <= 0) return;
+    const ssize_t n = recv(conn, buf, sizeof(buf), 0);
+    if (n <= 0) return;
+    request.append(buf, static_cast<size_t>(n));
+  }
+  if (absl::StartsWith(request, "GET /metrics ") || absl::StartsWith(request, "GET /metrics?")) {
+    const std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
+    WriteAll(conn, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
+  } else if (absl::StartsWith(request, "GET ")) {
+    WriteAll(conn, Response("404 Not Found", "text/plain", "see /metrics\n"));
+  } else {
+    WriteAll(conn, Response("405 Method Not Allowed", "text/plain", "GET only\n"));
+  }
+}
+
+}  // namespace gatescope

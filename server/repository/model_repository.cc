@@ -1,0 +1,136 @@
+#include "server/repository/model_repository.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/clock.h"
+#include "server/common/log.h"
+#include "server/common/status_macros.h"
+
+namespace gatescope {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kModelFile[] = "model.pt";
+
+// Decorates a runner with inference-time and batch-size observations.
+class ObservedRunner : public ModelRunner {
+ public:
+  ObservedRunner(std::unique_ptr<ModelRunner> inner, ModelMetrics* metrics)
+      : inner_(std::move(inner)), metrics_(metrics) {}
+  absl::StatusOr<NamedTensors> Predict(const at::Tensor& batch) override {
+    const auto start = std::chrono::steady_clock::now();
+    auto out = inner_->Predict(batch);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    metrics_->inference_seconds->Observe(took.count());
+    metrics_->batch_size->Observe(static_cast<double>(batch.size(0)));
+    return out;
+  }
+
+ private:
+  std::unique_ptr<ModelRunner> inner_;
+  ModelMetrics* metrics_;
+};
+
+absl::Status InitModel(ServedModel& model, const std::string& path, const RunnerLoader& loader,
+                       const QueueBatcherOptions& batching) {
+  GS_ASSIGN_OR_RETURN(LoadedRunner loaded, loader(path));
+  if (loaded.metadata_json.empty()) {
+    return absl::InvalidArgumentError("model.pt has no gatescope.json metadata");
+  }
+  GS_ASSIGN_OR_RETURN(model.config, ParseModelConfig(loaded.metadata_json));
+  model.runner = std::make_unique<ObservedRunner>(std::move(loaded.runner), model.metrics);
+  QueueBatcherOptions opts = batching;
+  if (model.config.max_batch_size() > 0) {
+    opts.max_batch_size = std::min(opts.max_batch_size, model.config.max_batch_size());
+  }
+  GS_ASSIGN_OR_RETURN(model.scheduler,
+                      QueueBatcher::Create(model.runner.get(), opts, RealClock::Get()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ServedModel::~ServedModel() {
+  if (scheduler) scheduler->Stop();
+}
+
+bool ModelRepository::VersionLess::operator()(const std::string& a, const std::string& b) const {
+  int64_t x, y;
+  if (absl::SimpleAtoi(a, &x) && absl::SimpleAtoi(b, &y)) return x < y;
+  return a < b;
+}
+
+absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
+    const RepositoryOptions& options, const RunnerLoader& loader, ServerMetrics* metrics) {
+  std::error_code ec;
+  if (!fs::is_directory(options.root, ec)) {
+    return absl::NotFoundError(absl::StrCat("model repository not found: ", options.root));
+  }
+  std::unique_ptr<ModelRepository> repo(new ModelRepository());
+  std::vector<fs::path> model_dirs;
+  for (const auto& entry : fs::directory_iterator(options.root)) {
+    if (entry.is_directory()) model_dirs.push_back(entry.path());
+  }
+  std::sort(model_dirs.begin(), model_dirs.end());
+  for (const fs::path& model_dir : model_dirs) {
+    for (const auto& version_dir : fs::directory_iterator(model_dir)) {
+      const fs::path file = version_dir.path() / kModelFile;
+      if (!version_dir.is_directory() || !fs::exists(file)) continue;
+      auto model = std::make_shared<ServedModel>();
+      model->name = model_dir.filename().string();
+      model->version = version_dir.path().filename().string();
+      model->metrics = metrics->ForModel(model->name);
+      model->load_status = InitModel(*model, file.string(), loader, options.batching);
+      if (model->load_status.ok() && model->config.name() != model->name) {
+        GS_LOG(WARNING) << "model " << model->name << " declares name '"
+                        << model->config.name() << "'; serving it as " << model->name;
+      }
+      model->metrics->ready->Set(model->ready() ? 1 : 0);
+      if (model->ready()) {
+        GS_LOG(INFO) << "loaded " << model->name << " version " << model->version;
+      } else {
+        GS_LOG(ERROR) << "failed to load " << file.string() << ": " << model->load_status;
+      }
+      repo->models_[model->name][model->version] = std::move(model);
+    }
+  }
+  return repo;
+}
+
+ModelRepository::~ModelRepository() { StopAll(); }
+
+absl::StatusOr<std::shared_ptr<ServedModel>> ModelRepository::Find(
+    const std::string& name, const std::string& version) const {
+  auto it = models_.find(name);
+  if (it == models_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  if (version.empty()) return it->second.rbegin()->second;
+  auto v = it->second.find(version);
+  if (v == it->second.end()) {
+    return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version, "'"));
+  }
+  return v->second;
+}
+
+std::vector<std::shared_ptr<ServedModel>> ModelRepository::List() const {
+  std::vector<std::shared_ptr<ServedModel>> out;
+  for (const auto& [name, versions] : models_) {
+    for (const auto& [version, model] : versions) out.push_back(model);
+  }
+  return out;
+}
+
+void ModelRepository::StopAll() {
+  for (const auto& model : List()) {
+    if (model->scheduler) model->scheduler->Stop();
+    model->metrics->ready->Set(0);
+  }
+}
+
+}  // namespace gatescope
