@@ -3,6 +3,7 @@
 //   gatescope-client predict --server ADDR --model NAME [--version V] [--top-k K]
 //       [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32] FILE...
 //   gatescope-client models --server ADDR
+//   gatescope-client health --server ADDR [--service NAME]
 //
 // predict prints one JSON object per input, in order:
 //   {"file":..., "label":..., "score":..., "topk":[{"label":..., "score":...}, ...]}
@@ -20,6 +21,7 @@
 
 #include "client/json_writer.h"
 #include "gatescope/v1/inference.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 
 namespace gatescope::client {
 namespace {
@@ -29,7 +31,8 @@ using ::gatescope::v1::Inference;
 const char kUsage[] =
     "usage: gatescope-client predict --server ADDR --model NAME [--version V] [--top-k K]\n"
     "           [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32] FILE...\n"
-    "       gatescope-client models --server ADDR\n";
+    "       gatescope-client models --server ADDR\n"
+    "       gatescope-client health --server ADDR [--service NAME]\n";
 
 struct Args {
   std::map<std::string, std::string> flags;
@@ -81,13 +84,37 @@ std::string ErrorLine(const std::string& file, const std::string& code, const st
          ",\"message\":" + JsonString(msg) + "}}";
 }
 
-std::unique_ptr<Inference::Stub> Connect(const Args& args) {
+std::shared_ptr<grpc::Channel> Channel(const Args& args) {
   auto it = args.flags.find("server");
   const std::string addr = it == args.flags.end() ? "127.0.0.1:8001" : it->second;
   grpc::ChannelArguments ch;
   ch.SetMaxSendMessageSize(16 << 20);
-  return Inference::NewStub(
-      grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), ch));
+  return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), ch);
+}
+
+std::unique_ptr<Inference::Stub> Connect(const Args& args) {
+  return Inference::NewStub(Channel(args));
+}
+
+// Prints {"service":..., "status":"SERVING"|...}; exits 0 only when SERVING.
+int Health(const Args& args) {
+  auto it = args.flags.find("service");
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(it == args.flags.end() ? "" : it->second);
+  auto stub = grpc::health::v1::Health::NewStub(Channel(args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status st = stub->Check(&ctx, request, &response);
+  if (!st.ok()) {
+    std::cout << ErrorLine("", CodeName(st.error_code()), st.error_message()) << std::endl;
+    return 2;
+  }
+  std::cout << "{\"service\":" << JsonString(request.service()) << ",\"status\":"
+            << JsonString(grpc::health::v1::HealthCheckResponse::ServingStatus_Name(
+                   response.status()))
+            << "}" << std::endl;
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 3;
 }
 
 int Predict(const Args& args) {
@@ -183,6 +210,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "predict") return Predict(args);
   if (cmd == "models") return Models(args);
+  if (cmd == "health") return Health(args);
   std::cerr << kUsage;
   return 1;
 }

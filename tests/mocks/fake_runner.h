@@ -1,0 +1,48 @@
+// ModelRunner fake: "logits" = per-example sum of the input times [1, 2, ..., classes].
+// Records batch sizes; can be held closed so tests can build up a queue.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "server/runtime/model_runner.h"
+
+namespace gatescope::testing {
+
+class FakeRunner : public ModelRunner {
+ public:
+  explicit FakeRunner(int classes = 3) : classes_(classes) {}
+
+  absl::StatusOr<NamedTensors> Predict(const at::Tensor& batch) override {
+    absl::MutexLock lock(&mu_);
+    ++entered_;
+    mu_.Await(absl::Condition(&open_));
+    batch_sizes_.push_back(batch.size(0));
+    if (!fail_with_.ok()) return fail_with_;
+    at::Tensor sums = batch.reshape({batch.size(0), -1}).sum(1, /*keepdim=*/true);
+    return NamedTensors{{"logits", sums * at::arange(1, classes_ + 1, at::kFloat)}};
+  }
+
+  void Hold() { absl::MutexLock l(&mu_); open_ = false; }
+  void Release() { absl::MutexLock l(&mu_); open_ = true; }
+  void FailWith(absl::Status s) { absl::MutexLock l(&mu_); fail_with_ = std::move(s); }
+  // Blocks until Predict has been entered `n` times.
+  void AwaitEntered(int n) {
+    absl::MutexLock l(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return entered_ >= n; };
+    mu_.Await(absl::Condition(&reached));
+  }
+  std::vector<int64_t> batch_sizes() { absl::MutexLock l(&mu_); return batch_sizes_; }
+
+ private:
+  const int classes_;
+  absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = true;
+  int entered_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status fail_with_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> batch_sizes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gatescope::testing

@@ -1,0 +1,168 @@
+#include "server/batching/queue_batcher.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "tests/mocks/fake_clock.h"
+#include "tests/mocks/fake_runner.h"
+
+namespace gatescope {
+namespace {
+
+using testing::FakeClock;
+using testing::FakeRunner;
+
+// Collects results of many items; thread-safe.
+struct Results {
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<NamedTensors>> by_index ABSL_GUARDED_BY(mu);
+  int finished ABSL_GUARDED_BY(mu) = 0;
+
+  explicit Results(int n) : by_index(n, absl::UnknownError("not finished")) {}
+  void Await(int n) {
+    absl::MutexLock l(&mu);
+    auto done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return finished >= n; };
+    mu.Await(absl::Condition(&done));
+  }
+};
+
+WorkItem Item(float value, int index, Results* results) {
+  WorkItem item;
+  item.make_input = [value] { return at::full({2, 2}, value); };
+  item.done = [index, results](absl::StatusOr<NamedTensors> out) {
+    absl::MutexLock l(&results->mu);
+    results->by_index[index] = std::move(out);
+    ++results->finished;
+  };
+  return item;
+}
+
+TEST(QueueBatcherTest, BatchesQueuedItemsAndSlicesOutputs) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = QueueBatcher::Create(&runner, {/*max_batch_size=*/4, 100}, &clock).value();
+  Results results(7);
+  runner.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(0.f, 0, &results)).ok());
+  runner.AwaitEntered(1);  // the worker is busy with item 0; the rest queue up
+  for (int i = 1; i < 7; ++i) ASSERT_TRUE(batcher->Enqueue(Item(float(i), i, &results)).ok());
+  EXPECT_EQ(batcher->QueueDepth(), 6);
+  runner.Release();
+  results.Await(7);
+  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 4, 2}));
+  absl::MutexLock l(&results.mu);
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(results.by_index[i].ok()) << i;
+    const at::Tensor logits = results.by_index[i]->at("logits");
+    ASSERT_EQ(logits.dim(), 1);
+    // sum of a 2x2 tensor filled with i is 4i; times [1, 2, 3]
+    EXPECT_FLOAT_EQ(logits[2].item<float>(), 12.f * i) << i;
+  }
+}
+
+TEST(QueueBatcherTest, FullQueueIsResourceExhausted) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = QueueBatcher::Create(&runner, {1, /*max_queue_size=*/2}, &clock).value();
+  Results results(4);
+  runner.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
+  runner.AwaitEntered(1);
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 1, &results)).ok());
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 2, &results)).ok());
+  const absl::Status st = batcher->Enqueue(Item(1.f, 3, &results));
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  runner.Release();
+  results.Await(3);  // the accepted ones still finish
+  absl::MutexLock l(&results.mu);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(results.by_index[i].ok());
+  EXPECT_EQ(results.by_index[3].status().code(), absl::StatusCode::kUnknown);  // never called
+}
+
+TEST(QueueBatcherTest, BadInputFailsAloneAndOthersRun) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = QueueBatcher::Create(&runner, {8, 100}, &clock).value();
+  Results results(3);
+  runner.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
+  runner.AwaitEntered(1);
+  WorkItem bad = Item(0.f, 1, &results);
+  bad.make_input = [] { return absl::StatusOr<at::Tensor>(absl::InvalidArgumentError("bad")); };
+  ASSERT_TRUE(batcher->Enqueue(std::move(bad)).ok());
+  ASSERT_TRUE(batcher->Enqueue(Item(2.f, 2, &results)).ok());
+  runner.Release();
+  results.Await(3);
+  absl::MutexLock l(&results.mu);
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(results.by_index[2].ok());
+  EXPECT_FLOAT_EQ(results.by_index[2]->at("logits")[0].item<float>(), 8.f);
+  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1}));
+}
+
+TEST(QueueBatcherTest, ExpiredItemsAreNotRun) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = QueueBatcher::Create(&runner, {8, 100}, &clock).value();
+  Results results(3);
+  runner.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
+  runner.AwaitEntered(1);
+  WorkItem late = Item(1.f, 1, &results);
+  late.deadline = clock.Now() + absl::Seconds(1);
+  WorkItem fine = Item(1.f, 2, &results);
+  fine.deadline = clock.Now() + absl::Seconds(10);
+  ASSERT_TRUE(batcher->Enqueue(std::move(late)).ok());
+  ASSERT_TRUE(batcher->Enqueue(std::move(fine)).ok());
+  clock.Advance(absl::Seconds(5));
+  runner.Release();
+  results.Await(3);
+  absl::MutexLock l(&results.mu);
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(results.by_index[2].ok());
+  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1}));
+}
+
+TEST(QueueBatcherTest, RunnerErrorReachesEveryItemOfTheBatch) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = QueueBatcher::Create(&runner, {8, 100}, &clock).value();
+  runner.FailWith(absl::InternalError("boom"));
+  Results results(2);
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 1, &results)).ok());
+  results.Await(2);
+  absl::MutexLock l(&results.mu);
+  EXPECT_EQ(results.by_index[0].status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(QueueBatcherTest, StopDrainsThenRefuses) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = QueueBatcher::Create(&runner, {2, 100}, &clock).value();
+  Results results(5);
+  runner.Hold();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(batcher->Enqueue(Item(1.f, i, &results)).ok());
+  runner.AwaitEntered(1);
+  runner.Release();
+  batcher->Stop();
+  {
+    absl::MutexLock l(&results.mu);
+    EXPECT_EQ(results.finished, 5);
+  }
+  EXPECT_EQ(batcher->Enqueue(Item(1.f, 0, &results)).code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(QueueBatcherTest, RejectsBadOptions) {
+  FakeRunner runner;
+  FakeClock clock;
+  EXPECT_FALSE(QueueBatcher::Create(&runner, {0, 10}, &clock).ok());
+  EXPECT_FALSE(QueueBatcher::Create(nullptr, {1, 10}, &clock).ok());
+}
+
+}  // namespace
+}  // namespace gatescope

@@ -1,0 +1,109 @@
+#include "server/preprocess/image.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <opencv2/imgcodecs.hpp>
+#include <string>
+#include <vector>
+
+namespace gatescope {
+namespace {
+
+InputSpec GraySpec(int h, int w) {
+  InputSpec spec;
+  spec.add_shape(1);
+  spec.add_shape(h);
+  spec.add_shape(w);
+  spec.set_color("gray");
+  spec.set_scale(1.f / 255.f);
+  spec.add_mean(0.5f);
+  spec.add_std(0.25f);
+  return spec;
+}
+
+std::string EncodePng(const cv::Mat& img) {
+  std::vector<uchar> buf;
+  EXPECT_TRUE(cv::imencode(".png", img, buf));
+  return std::string(buf.begin(), buf.end());
+}
+
+TEST(DecodeImageTest, GrayPngIsNormalisedExactly) {
+  cv::Mat img(4, 6, CV_8UC1);
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 6; ++c) img.at<uchar>(r, c) = static_cast<uchar>(r * 40 + c * 7);
+  auto t = DecodeImage(EncodePng(img), GraySpec(4, 6));
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->sizes(), (std::vector<int64_t>{1, 4, 6}));
+  for (int r = 0; r < 4; ++r) {
+    for (int c = 0; c < 6; ++c) {
+      const float want = ((r * 40 + c * 7) / 255.f - 0.5f) / 0.25f;
+      EXPECT_NEAR((*t)[0][r][c].item<float>(), want, 1e-5) << r << "," << c;
+    }
+  }
+}
+
+TEST(DecodeImageTest, ColourImageIsConvertedAndResized) {
+  cv::Mat img(56, 56, CV_8UC3, cv::Scalar(30, 60, 90));  // BGR
+  auto gray = DecodeImage(EncodePng(img), GraySpec(28, 28));
+  ASSERT_TRUE(gray.ok()) << gray.status();
+  EXPECT_EQ(gray->sizes(), (std::vector<int64_t>{1, 28, 28}));
+  // Luma 0.299 R + 0.587 G + 0.114 B = 66.4; decoders may round to 65 or 66, so allow
+  // one gray level (1/255/std = 0.0157).
+  const float expect = (66.f / 255.f - 0.5f) / 0.25f;
+  EXPECT_NEAR((*gray)[0][13][13].item<float>(), expect, 0.0158);
+
+  InputSpec rgb;
+  for (int64_t d : {3, 10, 12}) rgb.add_shape(d);
+  rgb.set_color("rgb");
+  rgb.set_scale(1.f);
+  for (int c = 0; c < 3; ++c) {
+    rgb.add_mean(0.f);
+    rgb.add_std(1.f);
+  }
+  auto colour = DecodeImage(EncodePng(img), rgb);
+  ASSERT_TRUE(colour.ok());
+  EXPECT_EQ(colour->sizes(), (std::vector<int64_t>{3, 10, 12}));
+  EXPECT_FLOAT_EQ((*colour)[0][5][5].item<float>(), 90.f);  // R first
+  EXPECT_FLOAT_EQ((*colour)[2][5][5].item<float>(), 30.f);
+}
+
+TEST(DecodeImageTest, RejectsEmptyAndGarbage) {
+  EXPECT_EQ(DecodeImage("", GraySpec(28, 28)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeImage("definitely not an image", GraySpec(28, 28)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string truncated = EncodePng(cv::Mat(8, 8, CV_8UC1, cv::Scalar(3)));
+  truncated.resize(truncated.size() / 2);
+  EXPECT_EQ(DecodeImage(truncated, GraySpec(8, 8)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PixelsToTensorTest, Uint8AndFloatAgree) {
+  const std::string u8 = {char(0), char(51), char(102), char(255)};
+  auto a = PixelsToTensor(u8, PixelType::kUint8, {2, 2}, GraySpec(2, 2));
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::vector<float> f = {0.f, 0.2f, 0.4f, 1.f};
+  auto b = PixelsToTensor(std::string(reinterpret_cast<const char*>(f.data()), 16),
+                          PixelType::kFloat32, {1, 2, 2}, GraySpec(2, 2));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_TRUE(at::allclose(*a, *b, 1e-5, 1e-5));
+  EXPECT_NEAR((*a)[0][1][1].item<float>(), 2.f, 1e-5);  // (1 - 0.5) / 0.25
+}
+
+TEST(PixelsToTensorTest, RejectsShapeSizeAndRange) {
+  const std::string four(4, '\0');
+  EXPECT_EQ(PixelsToTensor(four, PixelType::kUint8, {1, 4}, GraySpec(2, 2)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PixelsToTensor(four, PixelType::kUint8, {2, 3}, GraySpec(2, 3)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::vector<float> f = {0.f, 2.f, 0.f, 0.f};
+  EXPECT_EQ(PixelsToTensor(std::string(reinterpret_cast<const char*>(f.data()), 16),
+                           PixelType::kFloat32, {2, 2}, GraySpec(2, 2))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gatescope
