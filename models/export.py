@@ -78,7 +78,8 @@ def write_card(repo, name, meta, ckpt):
         *[f"| {k} | {v} |" for k, v in cfg.items()],
         f"| parameters | {ckpt['parameters']} |", "",
         "## Training",
-        f"- Command: `{ckpt['command']}`",
+        f"- Command: `{ckpt['command']}` (Debian's /usr/bin/python3; "
+        "`scripts/train_default_models.sh` retrains and re-exports both shipped models)",
         f"- Epochs: {len(hist)}, AdamW (weight decay 0.01), cosine schedule with warm-up, "
         f"batch 128, {ckpt['threads']} CPU thread(s), seed {ckpt['seed']}; "
         f"{ckpt['train_seconds'] / 60:.1f} min on a 2-core CPU machine.", "",

@@ -7,5 +7,5 @@ scripts/setup.sh
 scripts/build.sh
 status=0
 (cd build && ctest --output-on-failure -j2) || status=1
-/usr/bin/python3 -m pytest -q models/tests || status=1
+/usr/bin/python3 -m pytest -q models/tests tests/integration || status=1
 exit $status

@@ -5,6 +5,9 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <fstream>
 #include <memory>
@@ -42,7 +45,38 @@ absl::StatusOr<LoadedRunner> LoadTorchScript(const std::string& path) {
   return LoadedRunner{std::move(loaded->runner), std::move(loaded->metadata_json)};
 }
 
+// SIGINT/SIGTERM are turned into a byte on a pipe (the handler only write()s, which is
+// async-signal-safe); a waiter thread reads it. A handler rather than sigwait is needed
+// because libraries start threads before main() runs, so a signal mask set here cannot
+// cover every thread.
+int g_signal_pipe[2] = {-1, -1};
+
+void OnTerminationSignal(int sig) {
+  const char byte = static_cast<char>(sig);
+  [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &byte, 1);
+}
+
+bool InstallSignalHandlers() {
+  if (pipe(g_signal_pipe) != 0) return false;
+  struct sigaction action {};
+  action.sa_handler = OnTerminationSignal;
+  sigemptyset(&action.sa_mask);
+  return sigaction(SIGINT, &action, nullptr) == 0 && sigaction(SIGTERM, &action, nullptr) == 0;
+}
+
+// Blocks until a termination signal arrives; returns its number.
+int AwaitTerminationSignal() {
+  char byte = 0;
+  while (read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  return byte;
+}
+
 int Run() {
+  if (!InstallSignalHandlers()) {
+    GS_LOG(ERROR) << "cannot install signal handlers";
+    return 1;
+  }
   const int threads = absl::GetFlag(FLAGS_torch_threads);
   at::set_num_threads(threads > 0 ? threads
                                   : static_cast<int>(std::thread::hardware_concurrency()));
@@ -55,13 +89,6 @@ int Run() {
     }
     GS_LOG(INFO) << "loaded op library " << ops;
   }
-
-  // Block termination signals in every thread; one thread waits for them below.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto registry = std::make_shared<prometheus::Registry>();
   ServerMetrics metrics(registry);
@@ -117,8 +144,7 @@ int Run() {
   }
 
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
+    const int sig = AwaitTerminationSignal();
     GS_LOG(INFO) << "signal " << sig << ": draining";
     health->Shutdown();  // every service reports NOT_SERVING
     service.BeginShutdown();

@@ -76,3 +76,27 @@ def test_rejects_bad_arguments(ops, bad):
         qp = qp[0]
     with pytest.raises(RuntimeError, match="dgsa_attention"):
         ops.dgsa_attention(qp, kp, qn, kn, v, gate)
+
+
+def test_baseline_isa_path_matches_reference(ops):
+    """The non-AVX2 build of the float kernel, forced through GATESCOPE_DISABLE_AVX2."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    script = (
+        "import sys, torch; sys.path[:0] = sys.argv[1:3]\n"
+        "from gatescope import ops; ops.load()\n"
+        "from test_dgsa_op import make_inputs\n"
+        "from gatescope.attention.dgsa import dgsa_reference\n"
+        "worst = 0.0\n"
+        "for shape in [(2, 4, 17, 17, 8, 16), (1, 3, 65, 65, 16, 32), (1, 2, 50, 130, 12, 20)]:\n"
+        "    a = make_inputs(*shape)\n"
+        "    ref = dgsa_reference(*[t.double() for t in a]).float()\n"
+        "    worst = max(worst, float((torch.ops.gatescope.dgsa_attention(*a) - ref).abs().max()))\n"
+        "print(worst)\n")
+    here = pathlib.Path(__file__).resolve().parent
+    env = dict(os.environ, GATESCOPE_DISABLE_AVX2="1")
+    out = subprocess.run([sys.executable, "-c", script, str(here.parent), str(here)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert float(out.strip()) < 1e-5

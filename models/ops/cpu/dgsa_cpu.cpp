@@ -1,6 +1,7 @@
 // CPU backend of gatescope::dgsa_attention: the streaming kernel run over
 // (head, row-block) tasks with at::parallel_for.
 #include <ATen/ATen.h>
+#include <cstdlib>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
@@ -12,14 +13,67 @@ namespace {
 
 constexpr int64_t kRowBlock = 32;
 
-template <typename T, typename Acc>
+// The float kernel is compiled twice: for AVX2+FMA and for baseline x86-64 (or the host
+// ISA elsewhere); FloatRows picks one by CPU features, checked once. (target_clones with
+// arch=haswell dispatches on CPU model, not features, so it is not used.)
+#define GS_FLOAT_ROWS_BODY                                                                  \
+  {                                                                                         \
+    const auto d = shape.d, dv = shape.dv;                                                  \
+    if (d == 8 && dv == 16)                                                                 \
+      return DgsaForwardRows<float, float, 8, 16>(shape, ptr, bh, row_begin, row_end);      \
+    if (d == 16 && dv == 32)                                                                \
+      return DgsaForwardRows<float, float, 16, 32>(shape, ptr, bh, row_begin, row_end);     \
+    if (d == 32 && dv == 64)                                                                \
+      return DgsaForwardRows<float, float, 32, 64>(shape, ptr, bh, row_begin, row_end);     \
+    if (d == 64 && dv == 64)                                                                \
+      return DgsaForwardRows<float, float, 64, 64>(shape, ptr, bh, row_begin, row_end);     \
+    if (d == 64 && dv == 128)                                                               \
+      return DgsaForwardRows<float, float, 64, 128>(shape, ptr, bh, row_begin, row_end);    \
+    DgsaForwardRows<float, float>(shape, ptr, bh, row_begin, row_end);                      \
+  }
+
+void FloatRowsBaseline(const DgsaShape& shape, const DgsaPointers<float>& ptr, int64_t bh,
+                       int64_t row_begin, int64_t row_end) GS_FLOAT_ROWS_BODY
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define GS_HAVE_AVX2_PATH 1
+__attribute__((target("avx2,fma"))) void FloatRowsAvx2(const DgsaShape& shape,
+                                                      const DgsaPointers<float>& ptr,
+                                                      int64_t bh, int64_t row_begin,
+                                                      int64_t row_end) GS_FLOAT_ROWS_BODY
+#endif
+
+void FloatRows(const DgsaShape& shape, const DgsaPointers<float>& ptr, int64_t bh,
+               int64_t row_begin, int64_t row_end) {
+#if GS_HAVE_AVX2_PATH
+  // GATESCOPE_DISABLE_AVX2 (any value) forces the baseline path, e.g. to test it.
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                           std::getenv("GATESCOPE_DISABLE_AVX2") == nullptr;
+  if (avx2) return FloatRowsAvx2(shape, ptr, bh, row_begin, row_end);
+#endif
+  FloatRowsBaseline(shape, ptr, bh, row_begin, row_end);
+}
+
+void DoubleRows(const DgsaShape& shape, const DgsaPointers<double>& ptr, int64_t bh,
+                int64_t row_begin, int64_t row_end) {
+  DgsaForwardRows<double, double>(shape, ptr, bh, row_begin, row_end);
+}
+
+void Rows(const DgsaShape& s, const DgsaPointers<float>& p, int64_t bh, int64_t b, int64_t e) {
+  FloatRows(s, p, bh, b, e);
+}
+void Rows(const DgsaShape& s, const DgsaPointers<double>& p, int64_t bh, int64_t b, int64_t e) {
+  DoubleRows(s, p, bh, b, e);
+}
+
+template <typename T>
 void RunCpu(const DgsaShape& shape, const DgsaPointers<T>& ptr) {
   const int64_t row_blocks = (shape.nq + kRowBlock - 1) / kRowBlock;
   at::parallel_for(0, shape.batch_heads * row_blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t bh = task / row_blocks;
       const int64_t r0 = (task % row_blocks) * kRowBlock;
-      DgsaForwardRows<T, Acc>(shape, ptr, bh, r0, std::min(shape.nq, r0 + kRowBlock));
+      Rows(shape, ptr, bh, r0, std::min(shape.nq, r0 + kRowBlock));
     }
   });
 }
@@ -54,9 +108,9 @@ at::Tensor DgsaAttentionCpu(const at::Tensor& q_pos_in, const at::Tensor& k_pos_
                              q_pos.options());
   if (shape.nq > 0 && shape.batch_heads > 0) {
     if (work_type == at::kDouble) {
-      RunCpu<double, double>(shape, Pointers<double>(q_pos, k_pos, q_neg, k_neg, v, gate, out));
+      RunCpu<double>(shape, Pointers<double>(q_pos, k_pos, q_neg, k_neg, v, gate, out));
     } else {
-      RunCpu<float, float>(shape, Pointers<float>(q_pos, k_pos, q_neg, k_neg, v, gate, out));
+      RunCpu<float>(shape, Pointers<float>(q_pos, k_pos, q_neg, k_neg, v, gate, out));
     }
   }
   return out.to(in_type);

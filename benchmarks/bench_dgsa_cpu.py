@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Fused gatescope::dgsa_attention (CPU) vs the eager M-DGSA reference, side by side.
+
+For each sequence length N, each variant runs in its own fresh process so that peak
+resident memory (ru_maxrss) is attributable to it. Prints one table row per N with
+times, the speed ratio and the memory ratio. Shapes follow the DGSA paper's vision config
+(dim 256, 8 heads: d' = 16 per stream, dv = 32), batch 1.
+
+Usage: /usr/bin/python3 benchmarks/bench_dgsa_cpu.py [--threads 2] [--n 197 1024 4096]
+"""
+import argparse
+import json
+import pathlib
+import resource
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def worker(mode, n, threads, heads, d, dv, repeats):
+    sys.path.insert(0, str(ROOT / "models"))
+    import torch
+    from gatescope import ops
+    from gatescope.attention.dgsa import dgsa_reference
+    torch.set_num_threads(threads)
+    ops.load()
+    g = torch.Generator().manual_seed(0)
+    args = [torch.randn(1, heads, n, d, generator=g) for _ in range(4)]
+    args.insert(4, torch.randn(1, heads, n, dv, generator=g))
+    args.append(torch.rand(1, heads, n, generator=g))
+    fn = torch.ops.gatescope.dgsa_attention if mode == "fused" else dgsa_reference
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with torch.inference_mode():
+        for _ in range(3):  # warm-up (thread pool start, allocator)
+            fn(*args)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn(*args)
+            times.append(time.perf_counter() - t0)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    times.sort()
+    print(json.dumps({"ms": 1000 * times[len(times) // 2], "extra_rss_mb": (peak - base_rss) / 1024}))
+
+
+def run(mode, n, a):
+    cmd = [sys.executable, __file__, "--worker", mode, "--n", str(n), "--threads", str(a.threads),
+           "--heads", str(a.heads), "--d", str(a.d), "--dv", str(a.dv), "--repeats", str(a.repeats)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--n", type=int, nargs="+", default=[197, 1024, 4096])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--d", type=int, default=16)
+    ap.add_argument("--dv", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--worker", choices=["eager", "fused"])
+    a = ap.parse_args()
+    if a.worker:
+        worker(a.worker, a.n[0], a.threads, a.heads, a.d, a.dv, a.repeats)
+        return
+    print(f"dgsa_attention CPU, batch 1, {a.heads} heads, d'={a.d}, dv={a.dv}, "
+          f"{a.threads} threads, median of {a.repeats}")
+    print("| N | eager ms | fused ms | fused speed-up | eager extra RSS MB | fused extra RSS MB |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for n in a.n:
+        e, f = run("eager", n, a), run("fused", n, a)
+        print(f"| {n} | {e['ms']:.2f} | {f['ms']:.2f} | {e['ms'] / f['ms']:.2f}x | "
+              f"{e['extra_rss_mb']:.1f} | {f['extra_rss_mb']:.1f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The real server and the real client over loopback, checked against the Python model."""
+import json
+import pathlib
+import urllib.request
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO, start_server, stop_server
+from gatescope import ops
+from gatescope.data import fashion_mnist
+from tools.write_fashion_mnist_png import write_pngs
+
+MODELS = ["dgvit_fmnist", "vit_fmnist"]
+N_IMAGES = 200
+START = 9000  # held-out test images (the test split is never trained on)
+
+
+def json_lines(text):
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def pngs(tmp_path_factory):
+    return write_pngs(tmp_path_factory.mktemp("png"), start=START, count=N_IMAGES)
+
+
+def python_probabilities(model_name, start, count):
+    ops.load()
+    module = torch.jit.load(str(REPO / "model_repository" / model_name / "1" / "model.pt"))
+    images, _ = fashion_mnist.load_split("t10k")
+    x = torch.from_numpy(images[start:start + count].astype(np.float32) / 255.0).unsqueeze(1)
+    x = (x - fashion_mnist.MEAN) / fashion_mnist.STD
+    with torch.no_grad():
+        return torch.softmax(module(x)["logits"], -1)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_labels_match_python_model(server, pngs, model):
+    res = server.client("predict", "--model", model, "--top-k", "3", *[str(p) for p, _ in pngs])
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = json_lines(res.stdout)
+    assert len(lines) == N_IMAGES
+    probs = python_probabilities(model, START, N_IMAGES)
+    correct = 0
+    for i, (line, (path, true_label)) in enumerate(zip(lines, pngs)):
+        assert line["file"] == str(path)
+        expected = int(probs[i].argmax())
+        assert line["label"] == fashion_mnist.CLASS_NAMES[expected], (i, line)
+        assert abs(line["score"] - float(probs[i, expected])) < 1e-4
+        assert len(line["topk"]) == 3
+        assert [t["score"] for t in line["topk"]] == sorted([t["score"] for t in line["topk"]],
+                                                            reverse=True)
+        correct += expected == true_label
+    assert correct / N_IMAGES > 0.8  # sanity: the shipped model classifies
+
+
+def test_bad_inputs_get_clear_codes_and_server_keeps_serving(server, pngs, tmp_path):
+    empty = tmp_path / "empty.png"
+    empty.write_bytes(b"")
+    text = tmp_path / "notes.png"
+    text.write_text("this is not an image")
+    raw = tmp_path / "pixels.u8"
+    raw.write_bytes(bytes(28 * 30))
+    good = str(pngs[0][0])
+
+    res = server.client("predict", "--model", "dgvit_fmnist", str(empty), str(text), good)
+    lines = json_lines(res.stdout)
+    assert res.returncode == 2
+    assert lines[0]["error"]["code"] == "INVALID_ARGUMENT"
+    assert lines[1]["error"]["code"] == "INVALID_ARGUMENT"
+    assert "label" in lines[2]
+
+    res = server.client("predict", "--model", "dgvit_fmnist", "--raw-shape", "1,28,30", str(raw))
+    assert json_lines(res.stdout)[0]["error"]["code"] == "INVALID_ARGUMENT"
+    assert "does not match the model input" in json_lines(res.stdout)[0]["error"]["message"]
+
+    res = server.client("predict", "--model", "no_such_model", good)
+    assert json_lines(res.stdout)[0]["error"]["code"] == "NOT_FOUND"
+    res = server.client("predict", "--model", "dgvit_fmnist", "--version", "99", good)
+    assert json_lines(res.stdout)[0]["error"]["code"] == "NOT_FOUND"
+
+    res = server.client("predict", "--model", "dgvit_fmnist", good)
+    assert res.returncode == 0 and "label" in json_lines(res.stdout)[0]
+
+
+def test_raw_tensor_input_matches_png(server, pngs, tmp_path):
+    images, _ = fashion_mnist.load_split("t10k")
+    raw = tmp_path / "img.u8"
+    raw.write_bytes(images[START].tobytes())
+    f32 = tmp_path / "img.f32"
+    f32.write_bytes((images[START].astype("<f4") / 255.0).astype("<f4").tobytes())
+    png = server.client("predict", "--model", "dgvit_fmnist", str(pngs[0][0]))
+    u8 = server.client("predict", "--model", "dgvit_fmnist", "--raw-shape", "28,28", str(raw))
+    fl = server.client("predict", "--model", "dgvit_fmnist", "--raw-shape", "1,28,28",
+                       "--raw-dtype", "float32", str(f32))
+    a, b, c = (json_lines(r.stdout)[0] for r in (png, u8, fl))
+    assert a["label"] == b["label"] == c["label"]
+    assert abs(a["score"] - b["score"]) < 1e-6
+    assert abs(a["score"] - c["score"]) < 1e-4
+
+
+def test_health_models_and_metrics(server, pngs):
+    overall = server.client("health")
+    assert overall.returncode == 0 and json_lines(overall.stdout)[0]["status"] == "SERVING"
+    for m in MODELS:
+        res = server.client("health", "--service", m)
+        assert json_lines(res.stdout)[0]["status"] == "SERVING"
+    unknown = server.client("health", "--service", "nope")
+    assert json_lines(unknown.stdout)[0]["error"]["code"] == "NOT_FOUND"
+
+    listed = {m["name"]: m for m in json_lines(server.client("models").stdout)}
+    assert set(MODELS) <= set(listed)
+    assert all(listed[m]["ready"] and listed[m]["task"] == "image_classification" for m in MODELS)
+
+    server.client("predict", "--model", "vit_fmnist", str(pngs[0][0]), check=True)
+    body = urllib.request.urlopen(
+        f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10).read().decode()
+    ok_line = [l for l in body.splitlines()
+               if l.startswith('gatescope_requests_total{code="OK",model="vit_fmnist"}')]
+    assert ok_line and float(ok_line[0].split()[-1]) >= 1
+    assert 'gatescope_request_duration_seconds_count{model="dgvit_fmnist"}' in body
+    assert 'gatescope_model_ready{model="dgvit_fmnist"} 1' in body
+
+
+def test_broken_model_is_unavailable_and_others_serve(tmp_path, pngs):
+    repo = tmp_path / "repo"
+    (repo / "broken" / "1").mkdir(parents=True)
+    (repo / "broken" / "1" / "model.pt").write_bytes(b"not torchscript")
+    good = repo / "dgvit_fmnist" / "1"
+    good.mkdir(parents=True)
+    (good / "model.pt").write_bytes(
+        (REPO / "model_repository" / "dgvit_fmnist" / "1" / "model.pt").read_bytes())
+    srv = start_server(tmp_path, repo)
+    try:
+        res = srv.client("predict", "--model", "broken", str(pngs[0][0]))
+        assert json_lines(res.stdout)[0]["error"]["code"] == "UNAVAILABLE"
+        assert json_lines(srv.client("health").stdout)[0]["status"] == "NOT_SERVING"
+        assert json_lines(srv.client("health", "--service", "dgvit_fmnist").stdout)[0][
+            "status"] == "SERVING"
+        res = srv.client("predict", "--model", "dgvit_fmnist", str(pngs[0][0]))
+        assert res.returncode == 0
+    finally:
+        assert stop_server(srv) == 0
