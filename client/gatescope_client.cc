@@ -4,6 +4,7 @@
 //       [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32] FILE...
 //   gatescope-client models --server ADDR
 //   gatescope-client health --server ADDR [--service NAME]
+//   gatescope-client services --server ADDR     (lists services via server reflection)
 //
 // predict prints one JSON object per input, in order:
 //   {"file":..., "label":..., "score":..., "topk":[{"label":..., "score":...}, ...]}
@@ -22,6 +23,7 @@
 #include "client/json_writer.h"
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 
 namespace gatescope::client {
 namespace {
@@ -32,7 +34,8 @@ const char kUsage[] =
     "usage: gatescope-client predict --server ADDR --model NAME [--version V] [--top-k K]\n"
     "           [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32] FILE...\n"
     "       gatescope-client models --server ADDR\n"
-    "       gatescope-client health --server ADDR [--service NAME]\n";
+    "       gatescope-client health --server ADDR [--service NAME]\n"
+    "       gatescope-client services --server ADDR\n";
 
 struct Args {
   std::map<std::string, std::string> flags;
@@ -196,6 +199,30 @@ int Models(const Args& args) {
   return 0;
 }
 
+// Prints one {"service":...} line per service the server's reflection lists.
+int Services(const Args& args) {
+  namespace refl = grpc::reflection::v1alpha;
+  auto stub = refl::ServerReflection::NewStub(Channel(args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = stub->ServerReflectionInfo(&ctx);
+  refl::ServerReflectionRequest request;
+  request.set_list_services("*");
+  refl::ServerReflectionResponse response;
+  const bool exchanged = stream->Write(request) && stream->WritesDone() && stream->Read(&response);
+  for (refl::ServerReflectionResponse extra; stream->Read(&extra);) {
+  }
+  const grpc::Status st = stream->Finish();
+  if (!exchanged || !st.ok()) {
+    std::cout << ErrorLine("", CodeName(st.error_code()), st.error_message()) << std::endl;
+    return 2;
+  }
+  for (const auto& service : response.list_services_response().service()) {
+    std::cout << "{\"service\":" << JsonString(service.name()) << "}" << std::endl;
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace gatescope::client
 
@@ -211,6 +238,7 @@ int main(int argc, char** argv) {
   if (cmd == "predict") return Predict(args);
   if (cmd == "models") return Models(args);
   if (cmd == "health") return Health(args);
+  if (cmd == "services") return Services(args);
   std::cerr << kUsage;
   return 1;
 }

@@ -110,6 +110,10 @@ def test_health_models_and_metrics(server, pngs):
     unknown = server.client("health", "--service", "nope")
     assert json_lines(unknown.stdout)[0]["error"]["code"] == "NOT_FOUND"
 
+    services = {line["service"] for line in json_lines(server.client("services").stdout)}
+    assert {"gatescope.v1.Inference", "grpc.health.v1.Health",
+            "grpc.reflection.v1alpha.ServerReflection"} <= services
+
     listed = {m["name"]: m for m in json_lines(server.client("models").stdout)}
     assert set(MODELS) <= set(listed)
     assert all(listed[m]["ready"] and listed[m]["task"] == "image_classification" for m in MODELS)

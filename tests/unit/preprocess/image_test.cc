@@ -68,6 +68,18 @@ TEST(DecodeImageTest, ColourImageIsConvertedAndResized) {
   EXPECT_FLOAT_EQ((*colour)[2][5][5].item<float>(), 30.f);
 }
 
+TEST(DecodeImageTest, JpegIsDecoded) {
+  cv::Mat img(28, 28, CV_8UC1, cv::Scalar(200));
+  std::vector<uchar> buf;
+  ASSERT_TRUE(cv::imencode(".jpg", img, buf));
+  auto t = DecodeImage(std::string(buf.begin(), buf.end()), GraySpec(28, 28));
+  ASSERT_TRUE(t.ok()) << t.status();
+  // A flat JPEG decodes to (nearly) the same flat value.
+  const float want = (200.f / 255.f - 0.5f) / 0.25f;
+  EXPECT_NEAR(t->mean().item<float>(), want, 0.02);
+  EXPECT_LT((*t - want).abs().max().item<float>(), 0.05);
+}
+
 TEST(DecodeImageTest, RejectsEmptyAndGarbage) {
   EXPECT_EQ(DecodeImage("", GraySpec(28, 28)).status().code(),
             absl::StatusCode::kInvalidArgument);
