@@ -147,3 +147,33 @@ def test_broken_model_is_unavailable_and_others_serve(tmp_path, pngs):
         assert res.returncode == 0
     finally:
         assert stop_server(srv) == 0
+
+
+def test_concurrent_clients_get_their_own_answers(server, pngs):
+    """Several client processes at once: requests are batched together, yet every file
+    gets exactly the answer it gets alone."""
+    import subprocess
+    files = [str(p) for p, _ in pngs[:60]]
+    alone = {l["file"]: l for l in json_lines(
+        server.client("predict", "--model", "dgvit_fmnist", *files).stdout)}
+    client = str(REPO / "build" / "client" / "gatescope-client")
+    procs = [subprocess.Popen([client, "predict", "--server", server.address, "--model",
+                               "dgvit_fmnist", *files[i::4]], stdout=subprocess.PIPE, text=True)
+             for i in range(4)]
+    together = {}
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        together.update({l["file"]: l for l in json_lines(out)})
+    assert together.keys() == alone.keys()
+    for f, line in together.items():
+        assert line["label"] == alone[f]["label"]
+        assert abs(line["score"] - alone[f]["score"]) < 1e-5
+
+
+def test_expired_deadline_is_deadline_exceeded(server, pngs):
+    res = server.client("predict", "--model", "dgvit_fmnist", "--timeout-ms", "0",
+                        str(pngs[0][0]))
+    assert json_lines(res.stdout)[0]["error"]["code"] == "DEADLINE_EXCEEDED"
+    res = server.client("predict", "--model", "dgvit_fmnist", str(pngs[0][0]))
+    assert res.returncode == 0

@@ -1,9 +1,10 @@
 // CPU backend of gatescope::dgsa_attention: the streaming kernel run over
 // (head, row-block) tasks with at::parallel_for.
 #include <ATen/ATen.h>
-#include <cstdlib>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
+
+#include <cstdlib>
 
 #include "dgsa_op.h"
 #include "gatescope/ops/dgsa_cpu_kernel.h"
@@ -13,57 +14,52 @@ namespace {
 
 constexpr int64_t kRowBlock = 32;
 
-// The float kernel is compiled twice: for AVX2+FMA and for baseline x86-64 (or the host
-// ISA elsewhere); FloatRows picks one by CPU features, checked once. (target_clones with
-// arch=haswell dispatches on CPU model, not features, so it is not used.)
-#define GS_FLOAT_ROWS_BODY                                                                  \
-  {                                                                                         \
-    const auto d = shape.d, dv = shape.dv;                                                  \
-    if (d == 8 && dv == 16)                                                                 \
-      return DgsaForwardRows<float, float, 8, 16>(shape, ptr, bh, row_begin, row_end);      \
-    if (d == 16 && dv == 32)                                                                \
-      return DgsaForwardRows<float, float, 16, 32>(shape, ptr, bh, row_begin, row_end);     \
-    if (d == 32 && dv == 64)                                                                \
-      return DgsaForwardRows<float, float, 32, 64>(shape, ptr, bh, row_begin, row_end);     \
-    if (d == 64 && dv == 64)                                                                \
-      return DgsaForwardRows<float, float, 64, 64>(shape, ptr, bh, row_begin, row_end);     \
-    if (d == 64 && dv == 128)                                                               \
-      return DgsaForwardRows<float, float, 64, 128>(shape, ptr, bh, row_begin, row_end);    \
-    DgsaForwardRows<float, float>(shape, ptr, bh, row_begin, row_end);                      \
-  }
+// Picks fixed-size loops for common head sizes, the generic kernel otherwise. Forced
+// inline so each caller below gets it compiled for its own instruction set.
+GS_KERNEL_INLINE void FloatRowsBySize(const DgsaShape& shape, const DgsaPointers<float>& ptr,
+                                      int64_t bh, int64_t r0, int64_t r1) {
+  const auto d = shape.d, dv = shape.dv;
+  if (d == 8 && dv == 16) return DgsaForwardRows<float, float, 8, 16>(shape, ptr, bh, r0, r1);
+  if (d == 16 && dv == 32) return DgsaForwardRows<float, float, 16, 32>(shape, ptr, bh, r0, r1);
+  if (d == 32 && dv == 64) return DgsaForwardRows<float, float, 32, 64>(shape, ptr, bh, r0, r1);
+  if (d == 64 && dv == 64) return DgsaForwardRows<float, float, 64, 64>(shape, ptr, bh, r0, r1);
+  if (d == 64 && dv == 128) return DgsaForwardRows<float, float, 64, 128>(shape, ptr, bh, r0, r1);
+  DgsaForwardRows<float, float>(shape, ptr, bh, r0, r1);
+}
 
 void FloatRowsBaseline(const DgsaShape& shape, const DgsaPointers<float>& ptr, int64_t bh,
-                       int64_t row_begin, int64_t row_end) GS_FLOAT_ROWS_BODY
+                       int64_t r0, int64_t r1) {
+  FloatRowsBySize(shape, ptr, bh, r0, r1);
+}
 
+// The float kernel is compiled twice, for AVX2+FMA and for the baseline ISA, and chosen by
+// CPU features once. (target_clones with arch=haswell would dispatch on the CPU model,
+// not on its features.)
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GS_HAVE_AVX2_PATH 1
 __attribute__((target("avx2,fma"))) void FloatRowsAvx2(const DgsaShape& shape,
                                                       const DgsaPointers<float>& ptr,
-                                                      int64_t bh, int64_t row_begin,
-                                                      int64_t row_end) GS_FLOAT_ROWS_BODY
+                                                      int64_t bh, int64_t r0, int64_t r1) {
+  FloatRowsBySize(shape, ptr, bh, r0, r1);
+}
+#else
+#define GS_HAVE_AVX2_PATH 0
 #endif
 
-void FloatRows(const DgsaShape& shape, const DgsaPointers<float>& ptr, int64_t bh,
-               int64_t row_begin, int64_t row_end) {
+void Rows(const DgsaShape& shape, const DgsaPointers<float>& ptr, int64_t bh, int64_t r0,
+          int64_t r1) {
 #if GS_HAVE_AVX2_PATH
   // GATESCOPE_DISABLE_AVX2 (any value) forces the baseline path, e.g. to test it.
   static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                            std::getenv("GATESCOPE_DISABLE_AVX2") == nullptr;
-  if (avx2) return FloatRowsAvx2(shape, ptr, bh, row_begin, row_end);
+  if (avx2) return FloatRowsAvx2(shape, ptr, bh, r0, r1);
 #endif
-  FloatRowsBaseline(shape, ptr, bh, row_begin, row_end);
+  FloatRowsBaseline(shape, ptr, bh, r0, r1);
 }
 
-void DoubleRows(const DgsaShape& shape, const DgsaPointers<double>& ptr, int64_t bh,
-                int64_t row_begin, int64_t row_end) {
-  DgsaForwardRows<double, double>(shape, ptr, bh, row_begin, row_end);
-}
-
-void Rows(const DgsaShape& s, const DgsaPointers<float>& p, int64_t bh, int64_t b, int64_t e) {
-  FloatRows(s, p, bh, b, e);
-}
-void Rows(const DgsaShape& s, const DgsaPointers<double>& p, int64_t bh, int64_t b, int64_t e) {
-  DoubleRows(s, p, bh, b, e);
+void Rows(const DgsaShape& shape, const DgsaPointers<double>& ptr, int64_t bh, int64_t r0,
+          int64_t r1) {
+  DgsaForwardRows<double, double>(shape, ptr, bh, r0, r1);
 }
 
 template <typename T>
