@@ -4,11 +4,13 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -52,12 +54,16 @@ absl::StatusOr<LoadedRunner> LoadTorchScript(const std::string& path) {
 int g_signal_pipe[2] = {-1, -1};
 
 void OnTerminationSignal(int sig) {
+  const int saved_errno = errno;
   const char byte = static_cast<char>(sig);
-  [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &byte, 1);
+  [[maybe_unused]] const ssize_t n = write(g_signal_pipe[1], &byte, 1);  // non-blocking
+  errno = saved_errno;
 }
 
 bool InstallSignalHandlers() {
-  if (pipe(g_signal_pipe) != 0) return false;
+  if (pipe2(g_signal_pipe, O_CLOEXEC) != 0) return false;
+  // Only the write end is non-blocking: the handler must never block, the waiter should.
+  if (fcntl(g_signal_pipe[1], F_SETFL, O_NONBLOCK) != 0) return false;
   struct sigaction action {};
   action.sa_handler = OnTerminationSignal;
   sigemptyset(&action.sa_mask);
@@ -78,8 +84,8 @@ int Run() {
     return 1;
   }
   const int threads = absl::GetFlag(FLAGS_torch_threads);
-  at::set_num_threads(threads > 0 ? threads
-                                  : static_cast<int>(std::thread::hardware_concurrency()));
+  at::set_num_threads(
+      threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
 
   const std::string ops = absl::GetFlag(FLAGS_ops_library);
   if (!ops.empty()) {
@@ -130,10 +136,13 @@ int Run() {
     return 1;
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  // Per model name: SERVING when the version answering unversioned requests is ready.
+  // Overall: SERVING only when every model version loaded.
   bool all_ready = true;
   for (const auto& model : (*repository)->List()) {
-    health->SetServingStatus(model->name, model->ready());
     all_ready &= model->ready();
+    auto current = (*repository)->Find(model->name, "");
+    health->SetServingStatus(model->name, current.ok() && (*current)->ready());
   }
   health->SetServingStatus("", all_ready);
   GS_LOG(INFO) << "serving gRPC on " << host << ":" << grpc_port << ", metrics on port "

@@ -71,37 +71,68 @@ void QueueBatcher::WorkerLoop() {
   }
 }
 
+namespace {
+
+// Runs f, turning an escaping exception into INTERNAL: nothing thrown on the worker thread
+// may terminate the server or leave an item unfinished.
+template <typename F>
+auto Guarded(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("unexpected exception: ", e.what()));
+  }
+}
+
+void Finish(WorkItem& item, absl::StatusOr<NamedTensors> result) {
+  try {
+    item.done(std::move(result));
+  } catch (const std::exception&) {
+    // `done` owns the reply; an exception inside it cannot be reported anywhere else.
+  }
+}
+
+}  // namespace
+
 void QueueBatcher::RunBatch(std::deque<WorkItem>& items) {
   std::vector<WorkItem*> ready;
   std::vector<at::Tensor> inputs;
   const absl::Time now = clock_->Now();
   for (WorkItem& item : items) {
     if (now >= item.deadline) {
-      item.done(absl::DeadlineExceededError("deadline passed while queued"));
+      Finish(item, absl::DeadlineExceededError("deadline passed while queued"));
       continue;
     }
-    absl::StatusOr<at::Tensor> input = item.make_input();
+    if (item.cancelled && item.cancelled()) {
+      Finish(item, absl::CancelledError("request cancelled while queued"));
+      continue;
+    }
+    absl::StatusOr<at::Tensor> input = Guarded([&] { return item.make_input(); });
     if (!input.ok()) {
-      item.done(input.status());
+      Finish(item, input.status());
       continue;
     }
     if (!inputs.empty() && input->sizes() != inputs.front().sizes()) {
-      item.done(absl::InvalidArgumentError("input shape differs from the batch's"));
+      Finish(item, absl::InvalidArgumentError("input shape differs from the batch's"));
       continue;
     }
     inputs.push_back(*std::move(input));
     ready.push_back(&item);
   }
   if (ready.empty()) return;
-  absl::StatusOr<NamedTensors> outputs = runner_->Predict(at::stack(inputs));
+  absl::StatusOr<NamedTensors> outputs =
+      Guarded([&]() -> absl::StatusOr<NamedTensors> { return runner_->Predict(at::stack(inputs)); });
   for (size_t i = 0; i < ready.size(); ++i) {
     if (!outputs.ok()) {
-      ready[i]->done(outputs.status());
+      Finish(*ready[i], outputs.status());
       continue;
     }
-    NamedTensors slice;
-    for (const auto& [name, tensor] : *outputs) slice.emplace(name, tensor[i]);
-    ready[i]->done(std::move(slice));
+    absl::StatusOr<NamedTensors> slice = Guarded([&]() -> absl::StatusOr<NamedTensors> {
+      NamedTensors one;
+      for (const auto& [name, tensor] : *outputs) one.emplace(name, tensor[i]);
+      return one;
+    });
+    Finish(*ready[i], std::move(slice));
   }
 }
 

@@ -22,6 +22,9 @@ struct WorkItem {
   std::function<void(absl::StatusOr<NamedTensors>)> done;
   // Items still queued at this time are finished with DEADLINE_EXCEEDED, not run.
   absl::Time deadline = absl::InfiniteFuture();
+  // If set and true when the worker takes the item, it is finished with CANCELLED, not
+  // run (e.g. the client went away). Called on the worker thread; must be thread-safe.
+  std::function<bool()> cancelled;
 };
 
 class Scheduler {

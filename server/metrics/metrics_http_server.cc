@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include <prometheus/text_serializer.h>
@@ -19,6 +20,7 @@ namespace {
 
 constexpr int kPollMillis = 200;
 constexpr size_t kMaxRequestBytes = 8192;
+constexpr int kConnectionMillis = 2000;
 
 void WriteAll(int fd, const std::string& data) {
   size_t sent = 0;
@@ -88,11 +90,19 @@ void MetricsHttpServer::Serve() {
 }
 
 void MetricsHttpServer::HandleConnection(int conn) {
+  // One slow or stalled peer may hold this thread for at most ~kConnectionMillis reading
+  // plus the send timeout, so Stop() and other scrapers are never blocked for long.
+  const timeval send_timeout{2, 0};
+  setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kConnectionMillis);
   std::string request;
   char buf[1024];
   while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0 || stop_.load()) return;
     pollfd p{conn, POLLIN, 0};
-    if (poll(&p, 1, 2000) <= 0) return;
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) return;
     const ssize_t n = recv(conn, buf, sizeof(buf), 0);
     if (n <= 0) return;
     request.append(buf, static_cast<size_t>(n));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <tuple>
 
 #include <ATen/core/Tensor.h>
 
@@ -62,9 +63,11 @@ ServedModel::~ServedModel() {
 }
 
 bool ModelRepository::VersionLess::operator()(const std::string& a, const std::string& b) const {
-  int64_t x, y;
-  if (absl::SimpleAtoi(a, &x) && absl::SimpleAtoi(b, &y)) return x < y;
-  return a < b;
+  // Numeric names first, by value, then the rest by text; ties broken by text so "01" and
+  // "1" stay distinct. A strict weak order, as std::map needs.
+  int64_t x = 0, y = 0;
+  const bool an = absl::SimpleAtoi(a, &x), bn = absl::SimpleAtoi(b, &y);
+  return std::make_tuple(!an, x, a) < std::make_tuple(!bn, y, b);
 }
 
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
@@ -110,7 +113,13 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ModelRepository::Find(
     const std::string& name, const std::string& version) const {
   auto it = models_.find(name);
   if (it == models_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
-  if (version.empty()) return it->second.rbegin()->second;
+  if (version.empty()) {
+    // The highest version that loaded; the highest of all if none did.
+    for (auto v = it->second.rbegin(); v != it->second.rend(); ++v) {
+      if (v->second->ready()) return v->second;
+    }
+    return it->second.rbegin()->second;
+  }
   auto v = it->second.find(version);
   if (v == it->second.end()) {
     return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version, "'"));

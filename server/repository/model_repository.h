@@ -52,8 +52,8 @@ class ModelRepository {
                                                                ServerMetrics* metrics);
   ~ModelRepository();
 
-  // The named model at `version`, or its highest version when empty. NOT_FOUND if absent.
-  // Thread-safe.
+  // The named model at `version`; when `version` is empty, its highest version that loaded
+  // (or its highest version if none did). NOT_FOUND if absent. Thread-safe.
   absl::StatusOr<std::shared_ptr<ServedModel>> Find(const std::string& name,
                                                     const std::string& version) const;
 
@@ -65,7 +65,7 @@ class ModelRepository {
 
  private:
   ModelRepository() = default;
-  // name -> version -> model; versions compare numerically when both are numbers.
+  // name -> version -> model; numeric versions order by value, before any others.
   struct VersionLess {
     bool operator()(const std::string& a, const std::string& b) const;
   };

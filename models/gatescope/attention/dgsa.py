@@ -77,7 +77,7 @@ class MultiheadDGSA(nn.Module):
         b, n, _ = x.shape
         h, d = self.num_heads, self.head_dim
         q = self.q_proj(x)
-        # [B,N,2h,d'] -> [B,2h,N,d']; even heads excitatory, odd heads inhibitory
+        # [B,N,h,2,d'] -> [B,h,2,N,d']; stream 0 is excitatory (+), stream 1 inhibitory (-)
         qs = q.view(b, n, h, 2, d).permute(0, 2, 3, 1, 4)
         ks = self.k_proj(x).view(b, n, h, 2, d).permute(0, 2, 3, 1, 4)
         v = self.v_proj(x).view(b, n, h, 2 * d).transpose(1, 2)

@@ -1,5 +1,6 @@
 // CUDA backend of gatescope::dgsa_attention: ATen glue around the raw-pointer kernel.
 // Built only when the LibTorch found was built with CUDA.
+#include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>

@@ -96,8 +96,17 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
   WorkItem item;
   item.make_input = [request, model] { return MakeInput(*request, model->config.input()); };
   item.done = [finish, model, response, top_k](absl::StatusOr<NamedTensors> outputs) {
-    finish(outputs.ok() ? FillResponse(*model, *outputs, top_k, response) : outputs.status());
+    absl::Status st = outputs.status();
+    if (st.ok()) {
+      try {
+        st = FillResponse(*model, *outputs, top_k, response);
+      } catch (const std::exception& e) {
+        st = absl::InternalError(absl::StrCat("postprocessing failed: ", e.what()));
+      }
+    }
+    finish(st);
   };
+  item.cancelled = [context] { return context->IsCancelled(); };
   const auto deadline = context->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     item.deadline = absl::FromChrono(deadline);

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -155,6 +157,32 @@ TEST(QueueBatcherTest, StopDrainsThenRefuses) {
     EXPECT_EQ(results.finished, 5);
   }
   EXPECT_EQ(batcher->Enqueue(Item(1.f, 0, &results)).code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(QueueBatcherTest, ThrowingInputAndCancelledItemsFinishAlone) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = QueueBatcher::Create(&runner, {8, 100}, &clock).value();
+  Results results(4);
+  runner.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
+  runner.AwaitEntered(1);
+  WorkItem throws = Item(0.f, 1, &results);
+  throws.make_input = []() -> absl::StatusOr<at::Tensor> { throw std::runtime_error("oops"); };
+  WorkItem gone = Item(0.f, 2, &results);
+  gone.cancelled = [] { return true; };
+  ASSERT_TRUE(batcher->Enqueue(std::move(throws)).ok());
+  ASSERT_TRUE(batcher->Enqueue(std::move(gone)).ok());
+  ASSERT_TRUE(batcher->Enqueue(Item(3.f, 3, &results)).ok());
+  runner.Release();
+  results.Await(4);
+  absl::MutexLock l(&results.mu);
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(std::string(results.by_index[1].status().message()).find("oops"), std::string::npos);
+  EXPECT_EQ(results.by_index[2].status().code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE(results.by_index[3].ok());
+  EXPECT_FLOAT_EQ(results.by_index[3]->at("logits")[0].item<float>(), 12.f);
+  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1}));
 }
 
 TEST(QueueBatcherTest, RejectsBadOptions) {

@@ -1,0 +1,101 @@
+#include "server/repository/model_repository.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "tests/mocks/fake_runner.h"
+
+namespace gatescope {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr char kMeta[] = R"({"name":"m","task":"image_classification",
+  "input":{"shape":[1,2,2]},"labels":["a","b","c"],"outputs":["logits"]})";
+
+class ModelRepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("gatescope_repo_" + std::to_string(reinterpret_cast<uintptr_t>(this)));
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void AddVersion(const std::string& model, const std::string& version) {
+    fs::create_directories(root_ / model / version);
+    std::ofstream(root_ / model / version / "model.pt") << "x";
+  }
+
+  // Loads every file; versions whose directory is named "bad" or "2" fail to load.
+  absl::StatusOr<std::unique_ptr<ModelRepository>> Load() {
+    RepositoryOptions options;
+    options.root = root_.string();
+    RunnerLoader loader = [](const std::string& path) -> absl::StatusOr<LoadedRunner> {
+      if (absl::StrContains(path, "/bad/") || absl::StrContains(path, "/2/")) {
+        return absl::InvalidArgumentError("cannot load");
+      }
+      return LoadedRunner{std::make_unique<testing::FakeRunner>(3), kMeta};
+    };
+    return ModelRepository::Load(options, loader, &metrics_);
+  }
+
+  fs::path root_;
+  ServerMetrics metrics_{std::make_shared<prometheus::Registry>()};
+};
+
+TEST_F(ModelRepositoryTest, MissingRootIsNotFound) {
+  EXPECT_EQ(Load().status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ModelRepositoryTest, VersionsOrderNumericallyAndDefaultToHighestReady) {
+  for (const char* v : {"1", "2", "10", "9"}) AddVersion("m", v);
+  AddVersion("other", "bad");
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  // "2" failed; the highest ready version is 10 (numeric, not text, order).
+  auto latest = (*repo)->Find("m", "");
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ((*latest)->version, "10");
+  EXPECT_TRUE((*latest)->ready());
+  auto two = (*repo)->Find("m", "2");
+  ASSERT_TRUE(two.ok());
+  EXPECT_FALSE((*two)->ready());
+  EXPECT_EQ((*repo)->Find("m", "3").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*repo)->Find("nope", "").status().code(), absl::StatusCode::kNotFound);
+  // A model with no loadable version is still listed, as not ready.
+  auto other = (*repo)->Find("other", "");
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE((*other)->ready());
+
+  std::vector<std::string> listed;
+  for (const auto& m : (*repo)->List()) listed.push_back(m->name + "/" + m->version);
+  EXPECT_EQ(listed, (std::vector<std::string>{"m/1", "m/2", "m/9", "m/10", "other/bad"}));
+}
+
+TEST_F(ModelRepositoryTest, LoadedModelServesThroughItsScheduler) {
+  AddVersion("m", "1");
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok());
+  auto model = (*repo)->Find("m", "").value();
+  EXPECT_EQ(model->config.labels_size(), 3);
+  absl::Notification done;
+  absl::StatusOr<NamedTensors> result;
+  WorkItem item;
+  item.make_input = [] { return at::ones({1, 2, 2}); };
+  item.done = [&](absl::StatusOr<NamedTensors> r) {
+    result = std::move(r);
+    done.Notify();
+  };
+  ASSERT_TRUE(model->scheduler->Enqueue(std::move(item)).ok());
+  done.WaitForNotification();
+  ASSERT_TRUE(result.ok());
+  EXPECT_FLOAT_EQ(result->at("logits")[2].item<float>(), 12.f);  // sum 4 * class 3
+}
+
+}  // namespace
+}  // namespace gatescope
