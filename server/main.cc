@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -28,7 +29,9 @@
 #include "server/runtime/torchscript_runner.h"
 
 ABSL_FLAG(std::string, model_repository, "model_repository", "Model repository root");
-ABSL_FLAG(std::string, ops_library, "", "gatescope op library (.so) to load before models");
+ABSL_FLAG(std::string, ops_library, "",
+          "gatescope op library (.so) to load before models; empty: the one built beside this "
+          "binary (../models/ops/libgatescope_ops.so), if present");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address for gRPC and metrics listeners");
 ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0 picks a free one)");
 ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one, -1 disables)");
@@ -87,7 +90,13 @@ int Run() {
   at::set_num_threads(
       threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
 
-  const std::string ops = absl::GetFlag(FLAGS_ops_library);
+  std::string ops = absl::GetFlag(FLAGS_ops_library);
+  if (ops.empty()) {
+    std::error_code ec;
+    const auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /
+                        "../models/ops/libgatescope_ops.so";
+    if (!ec && std::filesystem::exists(beside)) ops = beside.lexically_normal().string();
+  }
   if (!ops.empty()) {
     if (absl::Status st = LoadOpLibrary(ops); !st.ok()) {
       GS_LOG(ERROR) << st;
