@@ -37,8 +37,14 @@ ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0 picks a free one)");
 ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one, -1 disables)");
 ABSL_FLAG(std::string, port_file, "", "If set, write 'grpc=<port> metrics=<port>' here once serving");
 ABSL_FLAG(int, torch_threads, 0, "Intra-op threads for Torch (0: all cores)");
-ABSL_FLAG(int, max_batch_size, 16, "Largest batch per model execution (capped per model)");
-ABSL_FLAG(int, max_queue_size, 256, "Waiting requests per model before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_batch_size, 16,
+          "Default largest batch per execution (capped by the model; config.pbtxt overrides)");
+ABSL_FLAG(int, max_queue_size, 256,
+          "Default waiting requests per model and priority level before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_queue_delay_us, 0,
+          "Default dynamic-batching delay: how long the oldest request may wait for a fuller "
+          "batch (config.pbtxt overrides)");
+ABSL_FLAG(int, instances, 1, "Default model instances (worker threads) per model");
 ABSL_FLAG(int, drain_seconds, 10, "On SIGINT/SIGTERM, time allowed for in-flight calls");
 
 namespace gatescope {
@@ -109,8 +115,10 @@ int Run() {
   ServerMetrics metrics(registry);
   RepositoryOptions repo_options;
   repo_options.root = absl::GetFlag(FLAGS_model_repository);
-  repo_options.batching.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
-  repo_options.batching.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
+  repo_options.defaults.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
+  repo_options.defaults.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
+  repo_options.defaults.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  repo_options.defaults.instances = absl::GetFlag(FLAGS_instances);
   auto repository = ModelRepository::Load(repo_options, LoadTorchScript, &metrics);
   if (!repository.ok()) {
     GS_LOG(ERROR) << repository.status();

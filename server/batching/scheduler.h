@@ -1,6 +1,7 @@
 // The scheduling seam between frontends and a model's runner.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 #include <ATen/core/Tensor.h>
@@ -25,6 +26,13 @@ struct WorkItem {
   // If set and true when the worker takes the item, it is finished with CANCELLED, not
   // run (e.g. the client went away). Called on the worker thread; must be thread-safe.
   std::function<bool()> cancelled;
+  // Items batch together only when their keys are equal (e.g. a hash of the input shape
+  // when it is known before decoding); inputs of different shapes are never stacked.
+  uint64_t shape_key = 0;
+  // Priority level, 1 = highest; 0: the model's default level.
+  int priority = 0;
+  // The request's own queue timeout (honoured if the model allows overrides); zero: none.
+  absl::Duration timeout = absl::ZeroDuration();
 };
 
 class Scheduler {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <tuple>
 
 #include <ATen/core/Tensor.h>
@@ -19,6 +21,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kModelFile[] = "model.pt";
+constexpr char kServingConfigFile[] = "config.pbtxt";
 
 // Decorates a runner with inference-time and batch-size observations.
 class ObservedRunner : public ModelRunner {
@@ -39,20 +42,35 @@ class ObservedRunner : public ModelRunner {
   ModelMetrics* metrics_;
 };
 
-absl::Status InitModel(ServedModel& model, const std::string& path, const RunnerLoader& loader,
-                       const QueueBatcherOptions& batching) {
-  GS_ASSIGN_OR_RETURN(LoadedRunner loaded, loader(path));
-  if (loaded.metadata_json.empty()) {
+absl::StatusOr<v1::ServingConfig> ReadServingConfig(const fs::path& model_dir) {
+  const fs::path path = model_dir / kServingConfigFile;
+  if (!fs::exists(path)) return v1::ServingConfig();
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseServingConfig(text.str());
+}
+
+absl::Status InitModel(ServedModel& model, const fs::path& model_dir, const std::string& path,
+                       const RunnerLoader& loader, const ServingDefaults& defaults) {
+  GS_ASSIGN_OR_RETURN(const v1::ServingConfig overrides, ReadServingConfig(model_dir));
+  GS_ASSIGN_OR_RETURN(LoadedRunner first, loader(path));
+  if (first.metadata_json.empty()) {
     return absl::InvalidArgumentError("model.pt has no gatescope.json metadata");
   }
-  GS_ASSIGN_OR_RETURN(model.config, ParseModelConfig(loaded.metadata_json));
-  model.runner = std::make_unique<ObservedRunner>(std::move(loaded.runner), model.metrics);
-  QueueBatcherOptions opts = batching;
-  if (model.config.max_batch_size() > 0) {
-    opts.max_batch_size = std::min(opts.max_batch_size, model.config.max_batch_size());
+  GS_ASSIGN_OR_RETURN(model.config, ParseModelConfig(first.metadata_json));
+  GS_ASSIGN_OR_RETURN(model.plan,
+                      MakeServingPlan(defaults, model.config.max_batch_size(), overrides));
+  model.instances.push_back(std::make_unique<ObservedRunner>(std::move(first.runner), model.metrics));
+  while (static_cast<int>(model.instances.size()) < model.plan.instances) {
+    GS_ASSIGN_OR_RETURN(LoadedRunner more, loader(path));
+    model.instances.push_back(
+        std::make_unique<ObservedRunner>(std::move(more.runner), model.metrics));
   }
+  std::vector<ModelRunner*> runners;
+  for (auto& r : model.instances) runners.push_back(r.get());
   GS_ASSIGN_OR_RETURN(model.scheduler,
-                      QueueBatcher::Create(model.runner.get(), opts, RealClock::Get()));
+                      DynamicBatcher::Create(runners, model.plan.batching, RealClock::Get()));
   return absl::OkStatus();
 }
 
@@ -90,7 +108,8 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
       model->name = model_dir.filename().string();
       model->version = version_dir.path().filename().string();
       model->metrics = metrics->ForModel(model->name);
-      model->load_status = InitModel(*model, file.string(), loader, options.batching);
+      model->load_status =
+          InitModel(*model, model_dir, file.string(), loader, options.defaults);
       if (model->load_status.ok() && model->config.name() != model->name) {
         GS_LOG(WARNING) << "model " << model->name << " declares name '"
                         << model->config.name() << "'; serving it as " << model->name;

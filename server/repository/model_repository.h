@@ -9,7 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/batching/queue_batcher.h"
+#include "server/batching/dynamic_batcher.h"
+#include "server/config/serving_config.h"
 #include "server/config/model_config.h"
 #include "server/metrics/server_metrics.h"
 #include "server/runtime/model_runner.h"
@@ -24,15 +25,17 @@ struct ServedModel {
   absl::Status load_status;  // not OK: the model failed to load and answers UNAVAILABLE
   ModelConfig config;
   ModelMetrics* metrics = nullptr;  // owned by ServerMetrics
-  std::unique_ptr<ModelRunner> runner;
-  std::unique_ptr<Scheduler> scheduler;  // drives `runner`; declared after it, stops first
+  ServingPlan plan;                 // batching and instance count in effect
+  std::vector<std::unique_ptr<ModelRunner>> instances;
+  std::unique_ptr<Scheduler> scheduler;  // drives `instances`; declared after them, stops first
   bool ready() const { return load_status.ok(); }
   ~ServedModel();
 };
 
 struct RepositoryOptions {
   std::string root;
-  QueueBatcherOptions batching;  // max_batch_size is capped by each model's own
+  // Applied to every model, then overridden by <root>/<model>/config.pbtxt if present.
+  ServingDefaults defaults;
 };
 
 // What loading one model file yields: a runner plus its metadata JSON.
@@ -44,8 +47,9 @@ using RunnerLoader = std::function<absl::StatusOr<LoadedRunner>(const std::strin
 
 class ModelRepository {
  public:
-  // Scans `options.root` and loads every <model>/<version>/model.pt with `loader`. A model
-  // that fails to load is kept as not ready (its error logged). NOT_FOUND if root is not a
+  // Scans `options.root` and loads every <model>/<version>/model.pt with `loader` (once per
+  // instance). A model that fails to load, or whose config.pbtxt is invalid, is kept as
+  // not ready (its error logged). NOT_FOUND if root is not a
   // directory. `metrics` is not owned and must outlive the repository.
   static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(const RepositoryOptions& options,
                                                                const RunnerLoader& loader,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, start_server, stop_server
+from server_harness import REPO, start_server, stop_server
 from gatescope import ops
 from gatescope.data import fashion_mnist
 from tools.write_fashion_mnist_png import write_pngs
@@ -177,3 +177,43 @@ def test_expired_deadline_is_deadline_exceeded(server, pngs):
     assert json_lines(res.stdout)[0]["error"]["code"] == "DEADLINE_EXCEEDED"
     res = server.client("predict", "--model", "dgvit_fmnist", str(pngs[0][0]))
     assert res.returncode == 0
+
+
+def test_config_pbtxt_dynamic_batching_forms_batches(tmp_path, pngs):
+    """A Triton-style config.pbtxt turns on a batching delay and two instances: concurrent
+    clients then share batches, and each still gets exactly its own answer."""
+    import subprocess
+    repo = tmp_path / "repo"
+    (repo / "dgvit_fmnist" / "1").mkdir(parents=True)
+    (repo / "dgvit_fmnist" / "1" / "model.pt").write_bytes(
+        (REPO / "model_repository" / "dgvit_fmnist" / "1" / "model.pt").read_bytes())
+    (repo / "dgvit_fmnist" / "config.pbtxt").write_text(
+        "max_batch_size: 16\n"
+        "dynamic_batching { preferred_batch_size: 8 max_queue_delay_microseconds: 20000 }\n"
+        "instance_group { count: 2 }\n")
+    srv = start_server(tmp_path, repo)
+    try:
+        files = [str(p) for p, _ in pngs[:64]]
+        client = str(REPO / "build" / "client" / "gatescope-client")
+        procs = [subprocess.Popen([client, "predict", "--server", srv.address, "--model",
+                                   "dgvit_fmnist", *files[i::8]], stdout=subprocess.PIPE,
+                                  text=True) for i in range(8)]
+        got = {}
+        for p in procs:
+            out, _ = p.communicate(timeout=120)
+            assert p.returncode == 0
+            got.update({l["file"]: l for l in json_lines(out)})
+        probs = python_probabilities("dgvit_fmnist", START, 64)
+        for i, f in enumerate(files):
+            assert got[f]["label"] == fashion_mnist.CLASS_NAMES[int(probs[i].argmax())]
+            assert abs(got[f]["score"] - float(probs[i].max())) < 1e-4
+        body = urllib.request.urlopen(
+            f"http://127.0.0.1:{srv.metrics_port}/metrics", timeout=10).read().decode()
+        metric = {l.split()[0]: float(l.split()[1]) for l in body.splitlines()
+                  if l.startswith("gatescope_batch_size_")}
+        count = metric['gatescope_batch_size_count{model="dgvit_fmnist"}']
+        total = metric['gatescope_batch_size_sum{model="dgvit_fmnist"}']
+        assert total == 64
+        assert total / count > 2, (total, count)  # requests were batched together
+    finally:
+        assert stop_server(srv) == 0

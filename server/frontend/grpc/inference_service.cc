@@ -1,5 +1,6 @@
 #include "server/frontend/grpc/inference_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -107,6 +108,9 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
     finish(st);
   };
   item.cancelled = [context] { return context->IsCancelled(); };
+  item.priority = static_cast<int>(std::min<uint32_t>(request->priority(), 1u << 20));
+  item.timeout = absl::Microseconds(
+      static_cast<int64_t>(std::min<uint64_t>(request->timeout_microseconds(), 1ull << 40)));
   const auto deadline = context->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     item.deadline = absl::FromChrono(deadline);

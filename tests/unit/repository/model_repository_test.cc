@@ -77,6 +77,25 @@ TEST_F(ModelRepositoryTest, VersionsOrderNumericallyAndDefaultToHighestReady) {
   EXPECT_EQ(listed, (std::vector<std::string>{"m/1", "m/2", "m/9", "m/10", "other/bad"}));
 }
 
+TEST_F(ModelRepositoryTest, ConfigFileSetsBatchingAndInstances) {
+  AddVersion("m", "1");
+  std::ofstream(root_ / "m" / "config.pbtxt")
+      << "max_batch_size: 4 dynamic_batching { max_queue_delay_microseconds: 500 }"
+         " instance_group { count: 3 }";
+  AddVersion("broken_config", "1");
+  std::ofstream(root_ / "broken_config" / "config.pbtxt") << "no_such_field: 1";
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok());
+  auto m = (*repo)->Find("m", "").value();
+  ASSERT_TRUE(m->ready()) << m->load_status;
+  EXPECT_EQ(m->instances.size(), 3u);
+  EXPECT_EQ(m->plan.batching.max_batch_size, 4);
+  EXPECT_EQ(m->plan.batching.max_queue_delay, absl::Microseconds(500));
+  auto broken = (*repo)->Find("broken_config", "").value();
+  EXPECT_FALSE(broken->ready());
+  EXPECT_NE(std::string(broken->load_status.message()).find("no_such_field"), std::string::npos);
+}
+
 TEST_F(ModelRepositoryTest, LoadedModelServesThroughItsScheduler) {
   AddVersion("m", "1");
   auto repo = Load();

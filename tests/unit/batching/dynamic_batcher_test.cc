@@ -1,8 +1,9 @@
-#include "server/batching/queue_batcher.h"
+#include "server/batching/dynamic_batcher.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -31,6 +32,15 @@ struct Results {
   }
 };
 
+std::unique_ptr<DynamicBatcher> Make(FakeRunner* runner, const Clock* clock, int max_batch,
+                                     int max_queue, int delay_us = 0) {
+  DynamicBatchingConfig config;
+  config.max_batch_size = max_batch;
+  config.queue_policy.max_queue_size = max_queue;
+  config.max_queue_delay = absl::Microseconds(delay_us);
+  return DynamicBatcher::Create({runner}, config, clock).value();
+}
+
 WorkItem Item(float value, int index, Results* results) {
   WorkItem item;
   item.make_input = [value] { return at::full({2, 2}, value); };
@@ -42,10 +52,10 @@ WorkItem Item(float value, int index, Results* results) {
   return item;
 }
 
-TEST(QueueBatcherTest, BatchesQueuedItemsAndSlicesOutputs) {
+TEST(DynamicBatcherTest, BatchesQueuedItemsAndSlicesOutputs) {
   FakeRunner runner;
   FakeClock clock;
-  auto batcher = QueueBatcher::Create(&runner, {/*max_batch_size=*/4, 100}, &clock).value();
+  auto batcher = Make(&runner, &clock, 4, 100);
   Results results(7);
   runner.Hold();
   ASSERT_TRUE(batcher->Enqueue(Item(0.f, 0, &results)).ok());
@@ -65,10 +75,10 @@ TEST(QueueBatcherTest, BatchesQueuedItemsAndSlicesOutputs) {
   }
 }
 
-TEST(QueueBatcherTest, FullQueueIsResourceExhausted) {
+TEST(DynamicBatcherTest, FullQueueIsResourceExhausted) {
   FakeRunner runner;
   FakeClock clock;
-  auto batcher = QueueBatcher::Create(&runner, {1, /*max_queue_size=*/2}, &clock).value();
+  auto batcher = Make(&runner, &clock, 1, 2);
   Results results(4);
   runner.Hold();
   ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
@@ -84,10 +94,10 @@ TEST(QueueBatcherTest, FullQueueIsResourceExhausted) {
   EXPECT_EQ(results.by_index[3].status().code(), absl::StatusCode::kUnknown);  // never called
 }
 
-TEST(QueueBatcherTest, BadInputFailsAloneAndOthersRun) {
+TEST(DynamicBatcherTest, BadInputFailsAloneAndOthersRun) {
   FakeRunner runner;
   FakeClock clock;
-  auto batcher = QueueBatcher::Create(&runner, {8, 100}, &clock).value();
+  auto batcher = Make(&runner, &clock, 8, 100);
   Results results(3);
   runner.Hold();
   ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
@@ -105,10 +115,10 @@ TEST(QueueBatcherTest, BadInputFailsAloneAndOthersRun) {
   EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1}));
 }
 
-TEST(QueueBatcherTest, ExpiredItemsAreNotRun) {
+TEST(DynamicBatcherTest, ExpiredItemsAreNotRun) {
   FakeRunner runner;
   FakeClock clock;
-  auto batcher = QueueBatcher::Create(&runner, {8, 100}, &clock).value();
+  auto batcher = Make(&runner, &clock, 8, 100);
   Results results(3);
   runner.Hold();
   ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
@@ -128,10 +138,10 @@ TEST(QueueBatcherTest, ExpiredItemsAreNotRun) {
   EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1}));
 }
 
-TEST(QueueBatcherTest, RunnerErrorReachesEveryItemOfTheBatch) {
+TEST(DynamicBatcherTest, RunnerErrorReachesEveryItemOfTheBatch) {
   FakeRunner runner;
   FakeClock clock;
-  auto batcher = QueueBatcher::Create(&runner, {8, 100}, &clock).value();
+  auto batcher = Make(&runner, &clock, 8, 100);
   runner.FailWith(absl::InternalError("boom"));
   Results results(2);
   ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
@@ -142,10 +152,10 @@ TEST(QueueBatcherTest, RunnerErrorReachesEveryItemOfTheBatch) {
   EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInternal);
 }
 
-TEST(QueueBatcherTest, StopDrainsThenRefuses) {
+TEST(DynamicBatcherTest, StopDrainsThenRefuses) {
   FakeRunner runner;
   FakeClock clock;
-  auto batcher = QueueBatcher::Create(&runner, {2, 100}, &clock).value();
+  auto batcher = Make(&runner, &clock, 2, 100);
   Results results(5);
   runner.Hold();
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(batcher->Enqueue(Item(1.f, i, &results)).ok());
@@ -159,10 +169,10 @@ TEST(QueueBatcherTest, StopDrainsThenRefuses) {
   EXPECT_EQ(batcher->Enqueue(Item(1.f, 0, &results)).code(), absl::StatusCode::kUnavailable);
 }
 
-TEST(QueueBatcherTest, ThrowingInputAndCancelledItemsFinishAlone) {
+TEST(DynamicBatcherTest, ThrowingInputAndCancelledItemsFinishAlone) {
   FakeRunner runner;
   FakeClock clock;
-  auto batcher = QueueBatcher::Create(&runner, {8, 100}, &clock).value();
+  auto batcher = Make(&runner, &clock, 8, 100);
   Results results(4);
   runner.Hold();
   ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
@@ -185,11 +195,72 @@ TEST(QueueBatcherTest, ThrowingInputAndCancelledItemsFinishAlone) {
   EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1}));
 }
 
-TEST(QueueBatcherTest, RejectsBadOptions) {
+TEST(DynamicBatcherTest, RejectsBadOptions) {
   FakeRunner runner;
   FakeClock clock;
-  EXPECT_FALSE(QueueBatcher::Create(&runner, {0, 10}, &clock).ok());
-  EXPECT_FALSE(QueueBatcher::Create(nullptr, {1, 10}, &clock).ok());
+  DynamicBatchingConfig bad;
+  bad.max_batch_size = 0;
+  EXPECT_FALSE(DynamicBatcher::Create({&runner}, bad, &clock).ok());
+  EXPECT_FALSE(DynamicBatcher::Create({nullptr}, DynamicBatchingConfig(), &clock).ok());
+  EXPECT_FALSE(DynamicBatcher::Create({}, DynamicBatchingConfig(), &clock).ok());
+}
+
+TEST(DynamicBatcherTest, WaitsForAFullerBatchWithinTheDelay) {
+  FakeRunner runner;
+  const Clock* clock = RealClock::Get();
+  DynamicBatchingConfig config;
+  config.max_batch_size = 4;
+  config.max_queue_delay = absl::Seconds(30);  // only a full batch may run
+  auto batcher = DynamicBatcher::Create({&runner}, config, clock).value();
+  Results results(4);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(batcher->Enqueue(Item(float(i), i, &results)).ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(runner.batch_sizes().empty());  // three are waiting for a fourth
+  ASSERT_TRUE(batcher->Enqueue(Item(3.f, 3, &results)).ok());
+  results.Await(4);
+  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{4}));
+}
+
+TEST(DynamicBatcherTest, DifferentShapesRunInSeparateCalls) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = Make(&runner, &clock, 8, 100);
+  Results results(4);
+  runner.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
+  runner.AwaitEntered(1);
+  for (int i = 1; i < 4; ++i) {
+    WorkItem item = Item(1.f, i, &results);
+    if (i == 2) item.make_input = [] { return at::full({3, 3}, 1.f); };  // other shape
+    ASSERT_TRUE(batcher->Enqueue(std::move(item)).ok());
+  }
+  runner.Release();
+  results.Await(4);
+  absl::MutexLock l(&results.mu);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(results.by_index[i].ok()) << i;
+  EXPECT_FLOAT_EQ(results.by_index[2]->at("logits")[0].item<float>(), 9.f);  // 3x3 of ones
+  EXPECT_FLOAT_EQ(results.by_index[3]->at("logits")[0].item<float>(), 4.f);
+  auto sizes = runner.batch_sizes();
+  std::sort(sizes.begin() + 1, sizes.end());
+  EXPECT_EQ(sizes, (std::vector<int64_t>{1, 1, 2}));
+}
+
+TEST(DynamicBatcherTest, InstancesRunConcurrently) {
+  FakeRunner a, b;
+  FakeClock clock;
+  DynamicBatchingConfig config;
+  config.max_batch_size = 1;
+  auto batcher = DynamicBatcher::Create({&a, &b}, config, &clock).value();
+  Results results(2);
+  a.Hold();
+  b.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
+  ASSERT_TRUE(batcher->Enqueue(Item(2.f, 1, &results)).ok());
+  a.AwaitEntered(1);  // both instances hold one request at the same time
+  b.AwaitEntered(1);
+  a.Release();
+  b.Release();
+  results.Await(2);
 }
 
 }  // namespace

@@ -1,0 +1,188 @@
+// The dynamic-batching policy: which waiting requests form the next batch, and when.
+// Pure code (no Torch, no gRPC, no clock: time is passed in), so it is tested exactly.
+// Semantics follow Triton's dynamic batcher (see DynamicBatchingConfig).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/config/batching_config.h"
+
+namespace gatescope {
+
+// Waiting requests of one model, in service order: priority level, then arrival; requests
+// delayed past their queue timeout (timeout_action DELAY) come after all others.
+// Not thread-safe: the owner serialises access.
+template <typename Payload>
+class BatchQueue {
+ public:
+  struct Entry {
+    Payload payload;
+    absl::Time enqueued;
+    absl::Time queue_deadline = absl::InfiniteFuture();   // from the queue policy
+    absl::Time client_deadline = absl::InfiniteFuture();  // from the caller
+    uint64_t shape_key = 0;  // only entries with equal keys share a batch
+    int level = 0;           // 0-based priority level
+  };
+
+  // What to do next. `batch` non-empty: run it now. Otherwise wait until `wake_at` (or a
+  // new arrival); `wake_at` unset: nothing is waiting.
+  struct Decision {
+    std::vector<Entry> batch;
+    std::optional<absl::Time> wake_at;
+  };
+
+  // `config` must have passed NormaliseBatchingConfig.
+  explicit BatchQueue(DynamicBatchingConfig config)
+      : config_(std::move(config)),
+        levels_(std::max(1, config_.priority_levels)) {}
+
+  const DynamicBatchingConfig& config() const { return config_; }
+
+  // Queues a request. `priority` 0 means the default level; `timeout` is the request's own
+  // queue timeout (used only if the policy allows overrides; zero: none given).
+  // RESOURCE_EXHAUSTED when its level is full, INVALID_ARGUMENT for a bad priority; on
+  // error the payload is left untouched in *payload.
+  absl::Status Push(Payload& payload, absl::Time now, absl::Time client_deadline,
+                    uint64_t shape_key, int priority, absl::Duration timeout) {
+    int level = priority == 0 ? DefaultLevel() : priority - 1;
+    if (level < 0 || level >= static_cast<int>(levels_.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("priority must be in 1..", levels_.size(), " (0: default)"));
+    }
+    const QueuePolicy& policy = config_.queue_policy;
+    if (policy.max_queue_size > 0 &&
+        static_cast<int>(levels_[level].size()) >= policy.max_queue_size) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("model queue is full (", policy.max_queue_size, " waiting)"));
+    }
+    absl::Duration wait = policy.default_timeout;
+    if (policy.allow_timeout_override && timeout > absl::ZeroDuration()) wait = timeout;
+    Entry e{std::move(payload), now, now + wait, client_deadline, shape_key, level};
+    levels_[level].push_back(std::move(e));
+    ++size_;
+    return absl::OkStatus();
+  }
+
+  size_t size() const { return size_; }
+
+  // Removes the entries that must not run: past their client deadline, or past their queue
+  // deadline with timeout_action REJECT. With DELAY, entries past their queue deadline move
+  // behind every other entry instead.
+  std::vector<Entry> TakeExpired(absl::Time now) {
+    std::vector<Entry> expired;
+    const bool delay = config_.queue_policy.timeout_action == QueuePolicy::TimeoutAction::kDelay;
+    for (auto& level : levels_) {
+      for (auto it = level.begin(); it != level.end();) {
+        if (now >= it->client_deadline || (!delay && now >= it->queue_deadline)) {
+          expired.push_back(std::move(*it));
+        } else if (delay && now >= it->queue_deadline) {
+          delayed_.push_back(std::move(*it));
+        } else {
+          ++it;
+          continue;
+        }
+        it = level.erase(it);
+      }
+    }
+    for (auto it = delayed_.begin(); it != delayed_.end();) {
+      if (now >= it->client_deadline) {
+        expired.push_back(std::move(*it));
+        it = delayed_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    size_ -= expired.size();
+    return expired;
+  }
+
+  // Forms the next batch (call TakeExpired first). The batch is led by the first entry in
+  // service order and takes later entries of the same shape key, up to max_batch_size.
+  // It runs now if it is full, if it reaches a preferred size (the largest one reached is
+  // used), if `flush` is set, or once its first entry has waited max_queue_delay.
+  Decision Next(absl::Time now, bool flush = false) {
+    Decision d;
+    std::vector<std::pair<std::deque<Entry>*, size_t>> picks;
+    const Entry* head = nullptr;
+    const int max = config_.max_batch_size;
+    ForEachInOrder([&](std::deque<Entry>& q, size_t i) {
+      if (head == nullptr) head = &q[i];
+      if (q[i].shape_key == head->shape_key) picks.emplace_back(&q, i);
+      return static_cast<int>(picks.size()) < max;
+    });
+    if (head == nullptr) return d;
+    size_t take = picks.size();
+    bool run = flush || static_cast<int>(take) >= max;
+    if (!run) {
+      for (auto p = config_.preferred_batch_sizes.rbegin();
+           p != config_.preferred_batch_sizes.rend(); ++p) {
+        if (static_cast<int>(take) >= *p) {
+          take = static_cast<size_t>(*p);
+          run = true;
+          break;
+        }
+      }
+    }
+    const absl::Time release = head->enqueued + config_.max_queue_delay;
+    if (!run && now >= release) run = true;
+    if (!run) {
+      d.wake_at = std::min(release, EarliestExpiry());
+      return d;
+    }
+    picks.resize(take);
+    // picks are in service order: move them out in that order, then erase the moved-from
+    // slots back to front within each queue so earlier indices stay valid.
+    for (auto& [q, i] : picks) d.batch.push_back(std::move((*q)[i]));
+    std::sort(picks.begin(), picks.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    for (auto& [q, i] : picks) q->erase(q->begin() + static_cast<std::ptrdiff_t>(i));
+    size_ -= d.batch.size();
+    if (size_ > 0) d.wake_at = now;  // more may be ready at once
+    return d;
+  }
+
+ private:
+  int DefaultLevel() const {
+    return config_.default_priority_level > 0 ? config_.default_priority_level - 1 : 0;
+  }
+
+  // Calls f(queue, index) over entries in service order while f returns true.
+  template <typename F>
+  void ForEachInOrder(F&& f) {
+    for (auto& level : levels_) {
+      for (size_t i = 0; i < level.size(); ++i) {
+        if (!f(level, i)) return;
+      }
+    }
+    for (size_t i = 0; i < delayed_.size(); ++i) {
+      if (!f(delayed_, i)) return;
+    }
+  }
+
+  absl::Time EarliestExpiry() const {
+    absl::Time t = absl::InfiniteFuture();
+    for (const auto& level : levels_) {
+      for (const auto& e : level) {
+        t = std::min(t, e.client_deadline);
+        t = std::min(t, e.queue_deadline);  // REJECT drops it, DELAY demotes it
+      }
+    }
+    for (const auto& e : delayed_) t = std::min(t, e.client_deadline);
+    return t;
+  }
+
+  DynamicBatchingConfig config_;
+  std::vector<std::deque<Entry>> levels_;
+  std::deque<Entry> delayed_;
+  size_t size_ = 0;
+};
+
+}  // namespace gatescope

@@ -1,0 +1,156 @@
+#include "server/batching/dynamic_batcher.h"
+
+#include <ATen/ATen.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace gatescope {
+namespace {
+
+// Runs f, turning an escaping exception into INTERNAL: nothing thrown on a worker thread
+// may terminate the server or leave an item unfinished.
+template <typename F>
+auto Guarded(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("unexpected exception: ", e.what()));
+  }
+}
+
+void Finish(WorkItem& item, absl::StatusOr<NamedTensors> result) {
+  try {
+    item.done(std::move(result));
+  } catch (const std::exception&) {
+    // `done` owns the reply; an exception inside it cannot be reported anywhere else.
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
+    std::vector<ModelRunner*> instances, DynamicBatchingConfig config, const Clock* clock) {
+  if (instances.empty() || clock == nullptr) {
+    return absl::InvalidArgumentError("DynamicBatcher needs at least one instance and a clock");
+  }
+  for (ModelRunner* r : instances) {
+    if (r == nullptr) return absl::InvalidArgumentError("null model instance");
+  }
+  if (absl::Status st = NormaliseBatchingConfig(config); !st.ok()) return st;
+  std::unique_ptr<DynamicBatcher> batcher(new DynamicBatcher(std::move(config), clock));
+  for (ModelRunner* r : instances) {
+    batcher->workers_.emplace_back([b = batcher.get(), r] { b->WorkerLoop(r); });
+  }
+  return batcher;
+}
+
+DynamicBatcher::DynamicBatcher(DynamicBatchingConfig config, const Clock* clock)
+    : clock_(clock), queue_(std::move(config)) {}
+
+DynamicBatcher::~DynamicBatcher() { Stop(); }
+
+absl::Status DynamicBatcher::Enqueue(WorkItem item) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("model is shutting down");
+  const absl::Time deadline = item.deadline;
+  const uint64_t key = item.shape_key;
+  const int priority = item.priority;
+  const absl::Duration timeout = item.timeout;
+  absl::Status st = queue_.Push(item, clock_->Now(), deadline, key, priority, timeout);
+  if (st.ok()) ++arrivals_;
+  return st;
+}
+
+void DynamicBatcher::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
+}
+
+int DynamicBatcher::QueueDepth() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(queue_.size());
+}
+
+bool DynamicBatcher::NextWork(std::vector<Entry>& expired, std::vector<Entry>& batch) {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    const absl::Time now = clock_->Now();
+    expired = queue_.TakeExpired(now);
+    if (!expired.empty()) return true;
+    auto decision = queue_.Next(now, /*flush=*/stopping_);
+    if (!decision.batch.empty()) {
+      batch = std::move(decision.batch);
+      return true;
+    }
+    if (stopping_ && queue_.size() == 0) return false;
+    const uint64_t seen = arrivals_;
+    auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return arrivals_ != seen || stopping_;
+    };
+    if (decision.wake_at.has_value()) {
+      mu_.AwaitWithDeadline(absl::Condition(&changed), *decision.wake_at);
+    } else {
+      mu_.Await(absl::Condition(&changed));
+    }
+  }
+}
+
+void DynamicBatcher::WorkerLoop(ModelRunner* runner) {
+  std::vector<Entry> expired, batch;
+  while (NextWork(expired, batch)) {
+    for (Entry& e : expired) {
+      Finish(e.payload, absl::DeadlineExceededError("deadline or queue timeout passed"));
+    }
+    expired.clear();
+    if (!batch.empty()) RunBatch(runner, batch);
+    batch.clear();
+  }
+}
+
+void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
+  // Inputs grouped by exact shape: only equal shapes are stacked into one runner call.
+  std::map<std::vector<int64_t>, std::vector<std::pair<WorkItem*, at::Tensor>>> groups;
+  for (Entry& e : batch) {
+    WorkItem& item = e.payload;
+    if (item.cancelled && item.cancelled()) {
+      Finish(item, absl::CancelledError("request cancelled while queued"));
+      continue;
+    }
+    absl::StatusOr<at::Tensor> input = Guarded([&] { return item.make_input(); });
+    if (!input.ok()) {
+      Finish(item, input.status());
+      continue;
+    }
+    const std::vector<int64_t> shape = input->sizes().vec();
+    groups[shape].emplace_back(&item, *std::move(input));
+  }
+  for (auto& [shape, members] : groups) {
+    absl::StatusOr<NamedTensors> outputs = Guarded([&]() -> absl::StatusOr<NamedTensors> {
+      std::vector<at::Tensor> inputs;
+      inputs.reserve(members.size());
+      for (auto& m : members) inputs.push_back(m.second);
+      return runner->Predict(at::stack(inputs));
+    });
+    for (size_t i = 0; i < members.size(); ++i) {
+      if (!outputs.ok()) {
+        Finish(*members[i].first, outputs.status());
+        continue;
+      }
+      absl::StatusOr<NamedTensors> slice = Guarded([&]() -> absl::StatusOr<NamedTensors> {
+        NamedTensors one;
+        for (const auto& [name, tensor] : *outputs) one.emplace(name, tensor[i]);
+        return one;
+      });
+      Finish(*members[i].first, std::move(slice));
+    }
+  }
+}
+
+}  // namespace gatescope

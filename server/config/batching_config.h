@@ -1,0 +1,40 @@
+// Dynamic-batching settings with Triton's meanings: max_batch_size, preferred_batch_size,
+// max_queue_delay_microseconds, priority_levels / default_priority_level and the queue
+// policy (max_queue_size, default_timeout_microseconds, allow_timeout_override,
+// timeout_action REJECT | DELAY).
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace gatescope {
+
+struct QueuePolicy {
+  enum class TimeoutAction { kReject, kDelay };
+  TimeoutAction timeout_action = TimeoutAction::kReject;
+  // Time a request may wait in the queue; InfiniteDuration: no limit.
+  absl::Duration default_timeout = absl::InfiniteDuration();
+  // Whether a request may set its own (shorter or longer) queue timeout.
+  bool allow_timeout_override = false;
+  // Waiting requests per priority level beyond which new ones are rejected; 0: unlimited.
+  int max_queue_size = 0;
+};
+
+struct DynamicBatchingConfig {
+  int max_batch_size = 1;
+  // Batch sizes to prefer, ascending; empty: as large as possible.
+  std::vector<int> preferred_batch_sizes;
+  // How long the oldest request may wait for a fuller batch.
+  absl::Duration max_queue_delay = absl::ZeroDuration();
+  // Levels 1..priority_levels, 1 served first; 0 means a single level.
+  int priority_levels = 0;
+  int default_priority_level = 0;
+  QueuePolicy queue_policy;
+};
+
+// Checks ranges and orders preferred sizes. INVALID_ARGUMENT names the field.
+absl::Status NormaliseBatchingConfig(DynamicBatchingConfig& config);
+
+}  // namespace gatescope

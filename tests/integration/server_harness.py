@@ -1,0 +1,56 @@
+"""Runs the real gatescope-server (built in ./build) on free ports, and its client."""
+import pathlib
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = REPO / "build"
+sys.path.insert(0, str(REPO / "models"))
+
+
+class RunningServer:
+    def __init__(self, proc, grpc_port, metrics_port, log_path):
+        self.proc = proc
+        self.address = f"127.0.0.1:{grpc_port}"
+        self.metrics_port = metrics_port
+        self.log_path = log_path
+
+    def client(self, *args, check=False):
+        """Runs gatescope-client against this server; returns CompletedProcess."""
+        cmd = [str(BUILD / "client" / "gatescope-client"), args[0], "--server", self.address,
+               *args[1:]]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=check)
+
+    def log(self):
+        return pathlib.Path(self.log_path).read_text()
+
+
+def start_server(tmp_path, repo_dir, extra=()):
+    port_file = tmp_path / "ports"
+    log_path = tmp_path / "server.log"
+    cmd = [str(BUILD / "server" / "gatescope-server"), f"--model_repository={repo_dir}",
+           f"--ops_library={BUILD / 'models' / 'ops' / 'libgatescope_ops.so'}",
+           "--grpc_port=0", "--metrics_port=0", f"--port_file={port_file}",
+           "--torch_threads=2", *extra]
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while not port_file.exists():
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}:\n{log_path.read_text()}")
+        if time.time() > deadline:
+            proc.kill()
+            raise RuntimeError(f"server did not start:\n{log_path.read_text()}")
+        time.sleep(0.1)
+    fields = dict(kv.split("=") for kv in port_file.read_text().split())
+    return RunningServer(proc, int(fields["grpc"]), int(fields["metrics"]), log_path)
+
+
+def stop_server(server):
+    server.proc.send_signal(2)  # SIGINT: graceful drain
+    try:
+        return server.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        raise
