@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "client/cli_args.h"
 #include "client/json_writer.h"
+#include "client/status_names.h"
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
@@ -36,42 +38,6 @@ const char kUsage[] =
     "       gatescope-client models --server ADDR\n"
     "       gatescope-client health --server ADDR [--service NAME]\n"
     "       gatescope-client services --server ADDR\n";
-
-struct Args {
-  std::map<std::string, std::string> flags;
-  std::vector<std::string> files;
-};
-
-bool ParseArgs(int argc, char** argv, int first, Args& args) {
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) == 0) {
-      const auto eq = a.find('=');
-      if (eq != std::string::npos) {
-        args.flags[a.substr(2, eq - 2)] = a.substr(eq + 1);
-      } else if (i + 1 < argc) {
-        args.flags[a.substr(2)] = argv[++i];
-      } else {
-        std::cerr << "missing value for " << a << "\n";
-        return false;
-      }
-    } else {
-      args.files.push_back(a);
-    }
-  }
-  return true;
-}
-
-std::string CodeName(grpc::StatusCode code) {
-  static const char* kNames[] = {"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
-  const int c = static_cast<int>(code);
-  return c >= 0 && c <= 16 ? kNames[c] : "UNKNOWN";
-}
 
 bool ReadFile(const std::string& path, std::string& out) {
   std::ifstream in(path, std::ios::binary);
@@ -121,12 +87,9 @@ int Health(const Args& args) {
 }
 
 int Predict(const Args& args) {
-  auto get = [&](const std::string& k, const std::string& def) {
-    auto it = args.flags.find(k);
-    return it == args.flags.end() ? def : it->second;
-  };
+  auto get = [&](const std::string& k, const std::string& def) { return args.Get(k, def); };
   const std::string model = get("model", "");
-  if (model.empty() || args.files.empty()) {
+  if (model.empty() || args.positional.empty()) {
     std::cerr << kUsage;
     return 1;
   }
@@ -136,7 +99,7 @@ int Predict(const Args& args) {
   const std::string raw_dtype = get("raw-dtype", "uint8");
   auto stub = Connect(args);
   int failures = 0;
-  for (const std::string& file : args.files) {
+  for (const std::string& file : args.positional) {
     v1::PredictRequest request;
     request.set_model_name(model);
     request.set_model_version(get("version", ""));

@@ -1,0 +1,218 @@
+// gatescope-perf: load generator for the gatescope.v1 Predict API.
+//
+//   gatescope-perf --server ADDR --model NAME [--concurrency N | --concurrency-range A:B:S]
+//       [--request-rate R] [--warmup-ms 2000] [--window-ms 2000] [--stability 0.1]
+//       [--max-windows 10] [--timeout-ms 30000] [--format json|csv] INPUT...
+//
+// Concurrency mode keeps N requests in flight (N threads, each sending its next request
+// when the last one returns). Request-rate mode sends R requests/s on a fixed schedule
+// (open loop, spread over --concurrency threads). After a warm-up, measurement windows
+// repeat until the last three agree within ±stability on throughput and average latency
+// (or --max-windows is reached); those three windows are reported together.
+// INPUT files are encoded images sent in turn.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "client/cli_args.h"
+#include "client/json_writer.h"
+#include "client/perf/load_stats.h"
+#include "client/status_names.h"
+#include "gatescope/v1/inference.grpc.pb.h"
+
+namespace gatescope::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using client::JsonNumber;
+using client::JsonString;
+
+struct Options {
+  std::string server = "127.0.0.1:8001";
+  std::string model;
+  int concurrency = 1;
+  double request_rate = 0;  // 0: concurrency mode
+  int warmup_ms = 2000, window_ms = 2000, max_windows = 10, timeout_ms = 30000;
+  double stability = 0.1;
+};
+
+struct Result {
+  int concurrency = 0;
+  double request_rate = 0;
+  bool stable = false;
+  WindowStats stats;
+};
+
+// Runs one measurement: load at the given concurrency (or rate) until stable.
+Result Measure(const Options& opt, const std::vector<std::string>& inputs,
+               const std::shared_ptr<grpc::Channel>& channel) {
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<Sample> samples;
+  const auto start = Clock::now();
+  auto since_start_us = [&](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(t - start).count();
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < opt.concurrency; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = v1::Inference::NewStub(channel);
+      size_t next = static_cast<size_t>(t);
+      auto due = Clock::now();
+      const auto interval = opt.request_rate > 0
+                                ? std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(opt.concurrency /
+                                                                    opt.request_rate))
+                                : Clock::duration::zero();
+      due += interval * t / std::max(1, opt.concurrency);
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (opt.request_rate > 0) {
+          std::this_thread::sleep_until(due);
+          due += interval;
+        }
+        v1::PredictRequest req;
+        req.set_model_name(opt.model);
+        req.set_image(inputs[next++ % inputs.size()]);
+        v1::PredictResponse resp;
+        grpc::ClientContext ctx;
+        const auto sent = Clock::now();
+        ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(opt.timeout_ms));
+        const grpc::Status st = stub->Predict(&ctx, req, &resp);
+        const auto done = Clock::now();
+        Sample sample{since_start_us(done),
+                      std::chrono::duration_cast<std::chrono::microseconds>(done - sent).count(),
+                      st.ok() ? "OK" : client::CodeName(st.error_code())};
+        std::lock_guard<std::mutex> lock(mu);  // recorded at once so windows see it
+        samples.push_back(std::move(sample));
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(opt.warmup_ms));
+  std::vector<WindowStats> windows;
+  std::vector<int64_t> bounds{since_start_us(Clock::now())};
+  Result result;
+  result.concurrency = opt.concurrency;
+  result.request_rate = opt.request_rate;
+  while (static_cast<int>(windows.size()) < opt.max_windows) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(opt.window_ms));
+    bounds.push_back(since_start_us(Clock::now()));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      windows.push_back(Summarise(samples, bounds[bounds.size() - 2], bounds.back()));
+    }
+    if (IsStable(windows, 3, opt.stability)) {
+      result.stable = true;
+      break;
+    }
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  const size_t n = std::min<size_t>(3, windows.size());
+  result.stats = Summarise(samples, bounds[bounds.size() - 1 - n], bounds.back());
+  return result;
+}
+
+std::string ToJson(const Result& r) {
+  const WindowStats& s = r.stats;
+  std::string errors = "{";
+  for (const auto& [code, n] : s.errors) {
+    errors += (errors.size() > 1 ? "," : "") + JsonString(code) + ":" + std::to_string(n);
+  }
+  errors += "}";
+  return "{\"concurrency\":" + std::to_string(r.concurrency) +
+         ",\"request_rate\":" + JsonNumber(r.request_rate) +
+         ",\"stable\":" + (r.stable ? "true" : "false") +
+         ",\"throughput\":" + JsonNumber(s.throughput) + ",\"ok\":" + std::to_string(s.ok) +
+         ",\"errors\":" + errors + ",\"avg_us\":" + JsonNumber(s.avg_us) +
+         ",\"p50_us\":" + JsonNumber(s.p50_us) + ",\"p90_us\":" + JsonNumber(s.p90_us) +
+         ",\"p95_us\":" + JsonNumber(s.p95_us) + ",\"p99_us\":" + JsonNumber(s.p99_us) +
+         ",\"seconds\":" + JsonNumber(s.seconds) + "}";
+}
+
+std::string ToCsvRow(const Result& r) {
+  const WindowStats& s = r.stats;
+  int64_t errors = 0;
+  for (const auto& [code, n] : s.errors) errors += n;
+  std::ostringstream out;
+  out << r.concurrency << "," << r.request_rate << "," << (r.stable ? 1 : 0) << ","
+      << s.throughput << "," << s.ok << "," << errors << "," << s.avg_us << "," << s.p50_us
+      << "," << s.p90_us << "," << s.p95_us << "," << s.p99_us;
+  return out.str();
+}
+
+int Main(int argc, char** argv) {
+  client::Args args;
+  if (!client::ParseArgs(argc, argv, 1, args)) return 1;
+  Options opt;
+  opt.server = args.Get("server", opt.server);
+  opt.model = args.Get("model", "");
+  opt.request_rate = std::stod(args.Get("request-rate", "0"));
+  opt.warmup_ms = std::stoi(args.Get("warmup-ms", "2000"));
+  opt.window_ms = std::stoi(args.Get("window-ms", "2000"));
+  opt.max_windows = std::max(3, std::stoi(args.Get("max-windows", "10")));
+  opt.timeout_ms = std::stoi(args.Get("timeout-ms", "30000"));
+  opt.stability = std::stod(args.Get("stability", "0.1"));
+  const std::string format = args.Get("format", "json");
+  if (opt.model.empty() || args.positional.empty()) {
+    std::cerr << "usage: gatescope-perf --server ADDR --model NAME [--concurrency N | "
+                 "--concurrency-range A:B:S] [--request-rate R] [--format json|csv] INPUT...\n";
+    return 1;
+  }
+  std::vector<int> levels;
+  if (const std::string range = args.Get("concurrency-range", ""); !range.empty()) {
+    int a = 1, b = 1, step = 1;
+    if (std::sscanf(range.c_str(), "%d:%d:%d", &a, &b, &step) < 2 || a < 1 || b < a ||
+        step < 1) {
+      std::cerr << "--concurrency-range wants START:END[:STEP]\n";
+      return 1;
+    }
+    for (int c = a; c <= b; c += step) levels.push_back(c);
+  } else {
+    levels.push_back(std::max(1, std::stoi(args.Get("concurrency", "1"))));
+  }
+  std::vector<std::string> inputs;
+  for (const auto& path : args.positional) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      std::cerr << "cannot read " << path << "\n";
+      return 1;
+    }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    inputs.push_back(ss.str());
+  }
+  grpc::ChannelArguments ch;
+  ch.SetMaxSendMessageSize(16 << 20);
+  auto channel = grpc::CreateCustomChannel(opt.server, grpc::InsecureChannelCredentials(), ch);
+  if (format == "csv") {
+    std::cout << "concurrency,request_rate,stable,throughput,ok,errors,avg_us,p50_us,p90_us,"
+                 "p95_us,p99_us\n";
+  }
+  bool all_ok = true;
+  for (int c : levels) {
+    opt.concurrency = c;
+    const Result r = Measure(opt, inputs, channel);
+    all_ok &= r.stats.errors.empty() && r.stats.ok > 0;
+    std::cout << (format == "csv" ? ToCsvRow(r) : ToJson(r)) << std::endl;
+  }
+  return all_ok ? 0 : 2;
+}
+
+}  // namespace
+}  // namespace gatescope::perf
+
+int main(int argc, char** argv) {
+  try {
+    return gatescope::perf::Main(argc, argv);
+  } catch (const std::exception& e) {  // std::stoi on a malformed flag value
+    std::cerr << "gatescope-perf: " << e.what() << "\n";
+    return 1;
+  }
+}
