@@ -129,7 +129,8 @@ int Run() {
   std::unique_ptr<MetricsHttpServer> metrics_server;
   int metrics_port = -1;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    auto started = MetricsHttpServer::Start(host, absl::GetFlag(FLAGS_metrics_port), registry);
+    auto started = MetricsHttpServer::Start(host, absl::GetFlag(FLAGS_metrics_port), registry,
+                                            [&metrics] { metrics.RefreshProcessGauges(); });
     if (!started.ok()) {
       GS_LOG(ERROR) << started.status();
       return 1;

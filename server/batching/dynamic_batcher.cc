@@ -31,7 +31,8 @@ void Finish(WorkItem& item, absl::StatusOr<NamedTensors> result) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
-    std::vector<ModelRunner*> instances, DynamicBatchingConfig config, const Clock* clock) {
+    std::vector<ModelRunner*> instances, DynamicBatchingConfig config, const Clock* clock,
+    SchedulerObserver* observer) {
   if (instances.empty() || clock == nullptr) {
     return absl::InvalidArgumentError("DynamicBatcher needs at least one instance and a clock");
   }
@@ -39,15 +40,17 @@ absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
     if (r == nullptr) return absl::InvalidArgumentError("null model instance");
   }
   if (absl::Status st = NormaliseBatchingConfig(config); !st.ok()) return st;
-  std::unique_ptr<DynamicBatcher> batcher(new DynamicBatcher(std::move(config), clock));
+  std::unique_ptr<DynamicBatcher> batcher(
+      new DynamicBatcher(std::move(config), clock, observer));
   for (ModelRunner* r : instances) {
     batcher->workers_.emplace_back([b = batcher.get(), r] { b->WorkerLoop(r); });
   }
   return batcher;
 }
 
-DynamicBatcher::DynamicBatcher(DynamicBatchingConfig config, const Clock* clock)
-    : clock_(clock), queue_(std::move(config)) {}
+DynamicBatcher::DynamicBatcher(DynamicBatchingConfig config, const Clock* clock,
+                               SchedulerObserver* observer)
+    : clock_(clock), observer_(observer), queue_(std::move(config)) {}
 
 DynamicBatcher::~DynamicBatcher() { Stop(); }
 
@@ -59,7 +62,10 @@ absl::Status DynamicBatcher::Enqueue(WorkItem item) {
   const int priority = item.priority;
   const absl::Duration timeout = item.timeout;
   absl::Status st = queue_.Push(item, clock_->Now(), deadline, key, priority, timeout);
-  if (st.ok()) ++arrivals_;
+  if (st.ok()) {
+    ++arrivals_;
+    if (observer_) observer_->QueueDepth(static_cast<int>(queue_.size()));
+  }
   return st;
 }
 
@@ -83,10 +89,17 @@ bool DynamicBatcher::NextWork(std::vector<Entry>& expired, std::vector<Entry>& b
   for (;;) {
     const absl::Time now = clock_->Now();
     expired = queue_.TakeExpired(now);
-    if (!expired.empty()) return true;
+    if (!expired.empty()) {
+      if (observer_) observer_->QueueDepth(static_cast<int>(queue_.size()));
+      return true;
+    }
     auto decision = queue_.Next(now, /*flush=*/stopping_);
     if (!decision.batch.empty()) {
       batch = std::move(decision.batch);
+      if (observer_) {
+        observer_->QueueDepth(static_cast<int>(queue_.size()));
+        for (const Entry& e : batch) observer_->Dequeued(now - e.enqueued);
+      }
       return true;
     }
     if (stopping_ && queue_.size() == 0) return false;
@@ -115,6 +128,7 @@ void DynamicBatcher::WorkerLoop(ModelRunner* runner) {
 }
 
 void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
+  const absl::Time input_start = absl::Now();
   // Inputs grouped by exact shape: only equal shapes are stacked into one runner call.
   std::map<std::vector<int64_t>, std::vector<std::pair<WorkItem*, at::Tensor>>> groups;
   for (Entry& e : batch) {
@@ -131,13 +145,19 @@ void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
     const std::vector<int64_t> shape = input->sizes().vec();
     groups[shape].emplace_back(&item, *std::move(input));
   }
+  // Preparation time is shared out over the groups by their size.
+  const absl::Duration input_time = absl::Now() - input_start;
+  size_t prepared = 0;
+  for (const auto& [shape, members] : groups) prepared += members.size();
   for (auto& [shape, members] : groups) {
+    const absl::Time infer_start = absl::Now();
     absl::StatusOr<NamedTensors> outputs = Guarded([&]() -> absl::StatusOr<NamedTensors> {
       std::vector<at::Tensor> inputs;
       inputs.reserve(members.size());
       for (auto& m : members) inputs.push_back(m.second);
       return runner->Predict(at::stack(inputs));
     });
+    const absl::Time output_start = absl::Now();
     for (size_t i = 0; i < members.size(); ++i) {
       if (!outputs.ok()) {
         Finish(*members[i].first, outputs.status());
@@ -149,6 +169,12 @@ void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
         return one;
       });
       Finish(*members[i].first, std::move(slice));
+    }
+    if (observer_) {
+      observer_->Executed(static_cast<int>(members.size()),
+                          input_time * static_cast<double>(members.size()) /
+                              static_cast<double>(prepared),
+                          output_start - infer_start, absl::Now() - output_start);
     }
   }
 }

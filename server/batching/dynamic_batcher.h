@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/batching/batch_queue.h"
 #include "server/batching/scheduler.h"
+#include "server/batching/scheduler_observer.h"
 #include "server/common/clock.h"
 
 namespace gatescope {
@@ -19,10 +20,12 @@ namespace gatescope {
 // cancelled, or failing to prepare finish alone; nothing thrown on a worker escapes.
 class DynamicBatcher : public Scheduler {
  public:
-  // `instances` (at least one) and `clock` are not owned and must outlive the batcher.
-  // `config` is normalised here (INVALID_ARGUMENT if it is not valid). Starts the workers.
+  // `instances` (at least one), `clock` and `observer` (optional) are not owned and must
+  // outlive the batcher. `config` is normalised here (INVALID_ARGUMENT if it is not
+  // valid). Starts the workers.
   static absl::StatusOr<std::unique_ptr<DynamicBatcher>> Create(
-      std::vector<ModelRunner*> instances, DynamicBatchingConfig config, const Clock* clock);
+      std::vector<ModelRunner*> instances, DynamicBatchingConfig config, const Clock* clock,
+      SchedulerObserver* observer = nullptr);
   ~DynamicBatcher() override;
 
   absl::Status Enqueue(WorkItem item) override;
@@ -35,13 +38,14 @@ class DynamicBatcher : public Scheduler {
 
  private:
   using Entry = BatchQueue<WorkItem>::Entry;
-  DynamicBatcher(DynamicBatchingConfig config, const Clock* clock);
+  DynamicBatcher(DynamicBatchingConfig config, const Clock* clock, SchedulerObserver* observer);
   void WorkerLoop(ModelRunner* runner);
   // Takes expired entries or the next batch; false when stopping and drained.
   bool NextWork(std::vector<Entry>& expired, std::vector<Entry>& batch);
   void RunBatch(ModelRunner* runner, std::vector<Entry>& batch);
 
   const Clock* const clock_;
+  SchedulerObserver* const observer_;  // may be null
   mutable absl::Mutex mu_;
   BatchQueue<WorkItem> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t arrivals_ ABSL_GUARDED_BY(mu_) = 0;

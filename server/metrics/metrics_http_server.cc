@@ -40,7 +40,8 @@ std::string Response(const std::string& status, const std::string& type,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry) {
+    const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
+    std::function<void()> before_scrape) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -59,14 +60,19 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port, ": ", err));
   }
   std::unique_ptr<MetricsHttpServer> server(
-      new MetricsHttpServer(fd, ntohs(addr.sin_port), std::move(registry)));
+      new MetricsHttpServer(fd, ntohs(addr.sin_port), std::move(registry),
+                            std::move(before_scrape)));
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });
   return server;
 }
 
 MetricsHttpServer::MetricsHttpServer(int fd, int port,
-                                     std::shared_ptr<prometheus::Registry> registry)
-    : listen_fd_(fd), port_(port), registry_(std::move(registry)) {}
+                                     std::shared_ptr<prometheus::Registry> registry,
+                                     std::function<void()> before_scrape)
+    : listen_fd_(fd),
+      port_(port),
+      registry_(std::move(registry)),
+      before_scrape_(std::move(before_scrape)) {}
 
 MetricsHttpServer::~MetricsHttpServer() {
   Stop();
@@ -108,6 +114,7 @@ void MetricsHttpServer::HandleConnection(int conn) {
     request.append(buf, static_cast<size_t>(n));
   }
   if (absl::StartsWith(request, "GET /metrics ") || absl::StartsWith(request, "GET /metrics?")) {
+    if (before_scrape_) before_scrape_();
     const std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
     WriteAll(conn, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
   } else if (absl::StartsWith(request, "GET ")) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,9 +17,11 @@ namespace gatescope {
 class MetricsHttpServer {
  public:
   // Listens on host:port (port 0 picks a free one) and serves from one owned thread.
-  // `registry` is shared; collection is thread-safe in prometheus-cpp.
+  // `registry` is shared; collection is thread-safe in prometheus-cpp. `before_scrape`
+  // (optional) runs on the serving thread before each collection.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
-      const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry);
+      const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
+      std::function<void()> before_scrape = nullptr);
   ~MetricsHttpServer();
 
   int port() const { return port_; }
@@ -26,13 +29,15 @@ class MetricsHttpServer {
   void Stop();
 
  private:
-  MetricsHttpServer(int fd, int port, std::shared_ptr<prometheus::Registry> registry);
+  MetricsHttpServer(int fd, int port, std::shared_ptr<prometheus::Registry> registry,
+                    std::function<void()> before_scrape);
   void Serve();
   void HandleConnection(int conn);
 
   const int listen_fd_;
   const int port_;
   std::shared_ptr<prometheus::Registry> registry_;
+  const std::function<void()> before_scrape_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

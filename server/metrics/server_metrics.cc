@@ -1,5 +1,9 @@
 #include "server/metrics/server_metrics.h"
 
+#include <unistd.h>
+
+#include <cstdio>
+
 namespace gatescope {
 namespace {
 
@@ -26,28 +30,55 @@ void ModelMetrics::CountRequest(const std::string& code) {
   it->second->Increment();
 }
 
+static prometheus::Family<prometheus::Histogram>& Histogram(prometheus::Registry& r, const char* name,
+                                                     const char* help) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(r);
+}
+
+static prometheus::Family<prometheus::Counter>& Counter(prometheus::Registry& r, const char* name,
+                                                 const char* help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
+}
+
+static prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char* name,
+                                             const char* help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
+}
+
 ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)),
-      requests_(prometheus::BuildCounter()
-                    .Name("gatescope_requests_total")
-                    .Help("Finished requests by model and gRPC status code")
-                    .Register(*registry_)),
-      request_seconds_(prometheus::BuildHistogram()
-                           .Name("gatescope_request_duration_seconds")
-                           .Help("Time from request arrival to response, by model")
-                           .Register(*registry_)),
-      inference_seconds_(prometheus::BuildHistogram()
-                             .Name("gatescope_inference_duration_seconds")
-                             .Help("Time of one batched model execution, by model")
-                             .Register(*registry_)),
-      batch_size_(prometheus::BuildHistogram()
-                      .Name("gatescope_batch_size")
-                      .Help("Examples per model execution")
-                      .Register(*registry_)),
-      ready_(prometheus::BuildGauge()
-                 .Name("gatescope_model_ready")
-                 .Help("1 when the model is loaded and serving")
-                 .Register(*registry_)) {}
+      requests_(Counter(*registry_, "gatescope_requests_total",
+                        "Finished requests by model and gRPC status code")),
+      request_seconds_(Histogram(*registry_, "gatescope_request_duration_seconds",
+                                 "Time from request arrival to response, by model")),
+      queue_seconds_(Histogram(*registry_, "gatescope_queue_duration_seconds",
+                               "Time a request waited in the model queue")),
+      compute_input_seconds_(Histogram(*registry_, "gatescope_compute_input_duration_seconds",
+                                       "Time preparing the inputs of one execution")),
+      compute_infer_seconds_(Histogram(*registry_, "gatescope_compute_infer_duration_seconds",
+                                       "Time of one batched model execution")),
+      compute_output_seconds_(Histogram(*registry_, "gatescope_compute_output_duration_seconds",
+                                        "Time delivering the outputs of one execution")),
+      batch_size_(Histogram(*registry_, "gatescope_batch_size", "Requests per model execution")),
+      inference_count_(Counter(*registry_, "gatescope_inference_count",
+                               "Requests executed (each batch member counts)")),
+      execution_count_(Counter(*registry_, "gatescope_execution_count",
+                               "Model executions (runner calls)")),
+      pending_(Gauge(*registry_, "gatescope_pending_requests", "Requests waiting in the queue")),
+      ready_(Gauge(*registry_, "gatescope_model_ready", "1 when the model is loaded and serving")),
+      resident_memory_(Gauge(*registry_, "gatescope_process_resident_memory_bytes",
+                             "Resident memory of the server process")
+                           .Add({})) {}
+
+void ServerMetrics::RefreshProcessGauges() {
+  long pages_total = 0, pages_resident = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld %ld", &pages_total, &pages_resident) == 2) {
+      resident_memory_.Set(static_cast<double>(pages_resident) * sysconf(_SC_PAGESIZE));
+    }
+    std::fclose(f);
+  }
+}
 
 ModelMetrics* ServerMetrics::ForModel(const std::string& model) {
   absl::MutexLock lock(&mu_);
@@ -58,8 +89,14 @@ ModelMetrics* ServerMetrics::ForModel(const std::string& model) {
     slot->model = model;
     slot->requests = &requests_;
     slot->request_seconds = &request_seconds_.Add(labels, LatencyBuckets());
-    slot->inference_seconds = &inference_seconds_.Add(labels, LatencyBuckets());
+    slot->queue_seconds = &queue_seconds_.Add(labels, LatencyBuckets());
+    slot->compute_input_seconds = &compute_input_seconds_.Add(labels, LatencyBuckets());
+    slot->compute_infer_seconds = &compute_infer_seconds_.Add(labels, LatencyBuckets());
+    slot->compute_output_seconds = &compute_output_seconds_.Add(labels, LatencyBuckets());
     slot->batch_size = &batch_size_.Add(labels, BatchBuckets());
+    slot->inference_count = &inference_count_.Add(labels);
+    slot->execution_count = &execution_count_.Add(labels);
+    slot->pending = &pending_.Add(labels);
     slot->ready = &ready_.Add(labels);
   }
   return slot.get();

@@ -19,9 +19,15 @@ namespace gatescope {
 // Handles of one model's series. Pointers are owned by the registry and stay valid for
 // the ServerMetrics' lifetime; prometheus-cpp metrics are thread-safe.
 struct ModelMetrics {
-  prometheus::Histogram* request_seconds = nullptr;    // arrival to response, all outcomes
-  prometheus::Histogram* inference_seconds = nullptr;  // one runner call
+  prometheus::Histogram* request_seconds = nullptr;  // arrival to response, all outcomes
+  prometheus::Histogram* queue_seconds = nullptr;    // per request, waiting for a batch
+  prometheus::Histogram* compute_input_seconds = nullptr;   // per execution: decoding inputs
+  prometheus::Histogram* compute_infer_seconds = nullptr;   // per execution: the model
+  prometheus::Histogram* compute_output_seconds = nullptr;  // per execution: replies
   prometheus::Histogram* batch_size = nullptr;
+  prometheus::Counter* inference_count = nullptr;  // requests executed (batch members)
+  prometheus::Counter* execution_count = nullptr;  // runner calls
+  prometheus::Gauge* pending = nullptr;            // requests waiting in the queue
   prometheus::Gauge* ready = nullptr;
   // Counts a finished request under its status code name (e.g. "OK", "INVALID_ARGUMENT").
   void CountRequest(const std::string& code);
@@ -41,13 +47,23 @@ class ServerMetrics {
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
+  // Refreshes process-wide gauges (resident memory); call before each scrape.
+  void RefreshProcessGauges();
+
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_seconds_;
-  prometheus::Family<prometheus::Histogram>& inference_seconds_;
+  prometheus::Family<prometheus::Histogram>& queue_seconds_;
+  prometheus::Family<prometheus::Histogram>& compute_input_seconds_;
+  prometheus::Family<prometheus::Histogram>& compute_infer_seconds_;
+  prometheus::Family<prometheus::Histogram>& compute_output_seconds_;
   prometheus::Family<prometheus::Histogram>& batch_size_;
+  prometheus::Family<prometheus::Counter>& inference_count_;
+  prometheus::Family<prometheus::Counter>& execution_count_;
+  prometheus::Family<prometheus::Gauge>& pending_;
   prometheus::Family<prometheus::Gauge>& ready_;
+  prometheus::Gauge& resident_memory_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<ModelMetrics>> models_ ABSL_GUARDED_BY(mu_);
 };

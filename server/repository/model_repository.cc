@@ -23,25 +23,6 @@ namespace {
 constexpr char kModelFile[] = "model.pt";
 constexpr char kServingConfigFile[] = "config.pbtxt";
 
-// Decorates a runner with inference-time and batch-size observations.
-class ObservedRunner : public ModelRunner {
- public:
-  ObservedRunner(std::unique_ptr<ModelRunner> inner, ModelMetrics* metrics)
-      : inner_(std::move(inner)), metrics_(metrics) {}
-  absl::StatusOr<NamedTensors> Predict(const at::Tensor& batch) override {
-    const auto start = std::chrono::steady_clock::now();
-    auto out = inner_->Predict(batch);
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    metrics_->inference_seconds->Observe(took.count());
-    metrics_->batch_size->Observe(static_cast<double>(batch.size(0)));
-    return out;
-  }
-
- private:
-  std::unique_ptr<ModelRunner> inner_;
-  ModelMetrics* metrics_;
-};
-
 absl::StatusOr<v1::ServingConfig> ReadServingConfig(const fs::path& model_dir) {
   const fs::path path = model_dir / kServingConfigFile;
   if (!fs::exists(path)) return v1::ServingConfig();
@@ -61,16 +42,17 @@ absl::Status InitModel(ServedModel& model, const fs::path& model_dir, const std:
   GS_ASSIGN_OR_RETURN(model.config, ParseModelConfig(first.metadata_json));
   GS_ASSIGN_OR_RETURN(model.plan,
                       MakeServingPlan(defaults, model.config.max_batch_size(), overrides));
-  model.instances.push_back(std::make_unique<ObservedRunner>(std::move(first.runner), model.metrics));
+  model.instances.push_back(std::move(first.runner));
   while (static_cast<int>(model.instances.size()) < model.plan.instances) {
     GS_ASSIGN_OR_RETURN(LoadedRunner more, loader(path));
-    model.instances.push_back(
-        std::make_unique<ObservedRunner>(std::move(more.runner), model.metrics));
+    model.instances.push_back(std::move(more.runner));
   }
   std::vector<ModelRunner*> runners;
   for (auto& r : model.instances) runners.push_back(r.get());
+  model.observer = std::make_unique<MetricsObserver>(model.metrics);
   GS_ASSIGN_OR_RETURN(model.scheduler,
-                      DynamicBatcher::Create(runners, model.plan.batching, RealClock::Get()));
+                      DynamicBatcher::Create(runners, model.plan.batching, RealClock::Get(),
+                                             model.observer.get()));
   return absl::OkStatus();
 }
 

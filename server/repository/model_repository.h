@@ -13,6 +13,7 @@
 #include "server/config/serving_config.h"
 #include "server/config/model_config.h"
 #include "server/metrics/server_metrics.h"
+#include "server/repository/metrics_observer.h"
 #include "server/runtime/model_runner.h"
 
 namespace gatescope {
@@ -27,6 +28,7 @@ struct ServedModel {
   ModelMetrics* metrics = nullptr;  // owned by ServerMetrics
   ServingPlan plan;                 // batching and instance count in effect
   std::vector<std::unique_ptr<ModelRunner>> instances;
+  std::unique_ptr<SchedulerObserver> observer;  // feeds `metrics`
   std::unique_ptr<Scheduler> scheduler;  // drives `instances`; declared after them, stops first
   bool ready() const { return load_status.ok(); }
   ~ServedModel();

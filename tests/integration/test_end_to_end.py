@@ -126,6 +126,16 @@ def test_health_models_and_metrics(server, pngs):
     assert ok_line and float(ok_line[0].split()[-1]) >= 1
     assert 'gatescope_request_duration_seconds_count{model="dgvit_fmnist"}' in body
     assert 'gatescope_model_ready{model="dgvit_fmnist"} 1' in body
+    values = {l.split()[0]: float(l.split()[1]) for l in body.splitlines()
+              if l.startswith("gatescope_") and " " in l}
+    m = '{model="vit_fmnist"}'
+    assert values["gatescope_inference_count" + m] >= 1
+    assert values["gatescope_execution_count" + m] >= 1
+    assert values["gatescope_inference_count" + m] == values["gatescope_batch_size_sum" + m]
+    for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
+        assert values[f"gatescope_{stage}_duration_seconds_count" + m] >= 1
+    assert values["gatescope_pending_requests" + m] == 0
+    assert values["gatescope_process_resident_memory_bytes"] > 50e6
 
 
 def test_broken_model_is_unavailable_and_others_serve(tmp_path, pngs):

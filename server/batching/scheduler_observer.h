@@ -1,0 +1,21 @@
+// What a scheduler reports about its work, for metrics. Implementations must be
+// thread-safe and non-blocking: calls come from worker threads and Enqueue callers.
+#pragma once
+
+#include "absl/time/time.h"
+
+namespace gatescope {
+
+class SchedulerObserver {
+ public:
+  virtual ~SchedulerObserver() = default;
+  // Requests waiting, after every change.
+  virtual void QueueDepth(int depth) = 0;
+  // One request left the queue for a batch after waiting `waited`.
+  virtual void Dequeued(absl::Duration waited) = 0;
+  // One runner call: preparing its `batch_size` inputs, running it, delivering its outputs.
+  virtual void Executed(int batch_size, absl::Duration input, absl::Duration infer,
+                        absl::Duration output) = 0;
+};
+
+}  // namespace gatescope
