@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -46,6 +47,11 @@ ABSL_FLAG(int, max_queue_delay_us, 0,
           "batch (config.pbtxt overrides)");
 ABSL_FLAG(int, instances, 1, "Default model instances (worker threads) per model");
 ABSL_FLAG(int, drain_seconds, 10, "On SIGINT/SIGTERM, time allowed for in-flight calls");
+ABSL_FLAG(std::string, model_control, "none",
+          "none: models are fixed at start; explicit: the KServe v2 repository API may load and "
+          "unload models; poll: as explicit, and the repository directory is also polled for "
+          "new, changed and removed models");
+ABSL_FLAG(int, repository_poll_seconds, 15, "Polling interval with --model_control=poll");
 
 namespace gatescope {
 namespace {
@@ -90,6 +96,11 @@ int AwaitTerminationSignal() {
 int Run() {
   if (!InstallSignalHandlers()) {
     GS_LOG(ERROR) << "cannot install signal handlers";
+    return 1;
+  }
+  const std::string control = absl::GetFlag(FLAGS_model_control);
+  if (control != "none" && control != "explicit" && control != "poll") {
+    GS_LOG(ERROR) << "--model_control must be none, explicit or poll";
     return 1;
   }
   const int threads = absl::GetFlag(FLAGS_torch_threads);
@@ -155,14 +166,35 @@ int Run() {
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   // Per model name: SERVING when the version answering unversioned requests is ready.
-  // Overall: SERVING only when every model version loaded.
-  bool all_ready = true;
-  for (const auto& model : (*repository)->List()) {
-    all_ready &= model->ready();
-    auto current = (*repository)->Find(model->name, "");
+  // Overall: SERVING only when every model version loaded. Kept current as models change.
+  ModelRepository* repo = repository->get();
+  auto refresh_overall = [health, repo] {
+    bool all_ready = true;
+    for (const auto& model : repo->List()) all_ready &= model->ready();
+    health->SetServingStatus("", all_ready);
+  };
+  for (const auto& model : repo->List()) {
+    auto current = repo->Find(model->name, "");
     health->SetServingStatus(model->name, current.ok() && (*current)->ready());
   }
-  health->SetServingStatus("", all_ready);
+  refresh_overall();
+  repo->SetStateListener([health, refresh_overall](const std::string& name, bool ready) {
+    health->SetServingStatus(name, ready);
+    refresh_overall();
+  });
+  std::atomic<bool> stop_polling{false};
+  std::thread poller;
+  if (absl::GetFlag(FLAGS_model_control) == "poll") {
+    const int every = std::max(1, absl::GetFlag(FLAGS_repository_poll_seconds));
+    poller = std::thread([repo, every, &stop_polling] {
+      while (!stop_polling.load()) {
+        for (int i = 0; i < every * 10 && !stop_polling.load(); ++i) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        if (!stop_polling.load()) repo->Poll();
+      }
+    });
+  }
   GS_LOG(INFO) << "serving gRPC on " << host << ":" << grpc_port << ", metrics on port "
                << metrics_port;
   if (const std::string pf = absl::GetFlag(FLAGS_port_file); !pf.empty()) {
@@ -180,6 +212,8 @@ int Run() {
   });
   server->Wait();
   waiter.join();
+  stop_polling = true;
+  if (poller.joinable()) poller.join();
   (*repository)->StopAll();
   GS_LOG(INFO) << "stopped";
   return 0;

@@ -76,44 +76,161 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
   if (!fs::is_directory(options.root, ec)) {
     return absl::NotFoundError(absl::StrCat("model repository not found: ", options.root));
   }
-  std::unique_ptr<ModelRepository> repo(new ModelRepository());
-  std::vector<fs::path> model_dirs;
-  for (const auto& entry : fs::directory_iterator(options.root)) {
-    if (entry.is_directory()) model_dirs.push_back(entry.path());
-  }
-  std::sort(model_dirs.begin(), model_dirs.end());
-  for (const fs::path& model_dir : model_dirs) {
-    for (const auto& version_dir : fs::directory_iterator(model_dir)) {
-      const fs::path file = version_dir.path() / kModelFile;
-      if (!version_dir.is_directory() || !fs::exists(file)) continue;
-      auto model = std::make_shared<ServedModel>();
-      model->name = model_dir.filename().string();
-      model->version = version_dir.path().filename().string();
-      model->metrics = metrics->ForModel(model->name);
-      model->load_status =
-          InitModel(*model, model_dir, file.string(), loader, options.defaults);
-      if (model->load_status.ok() && model->config.name() != model->name) {
-        GS_LOG(WARNING) << "model " << model->name << " declares name '"
-                        << model->config.name() << "'; serving it as " << model->name;
-      }
-      model->metrics->ready->Set(model->ready() ? 1 : 0);
-      if (model->ready()) {
-        GS_LOG(INFO) << "loaded " << model->name << " version " << model->version;
-      } else {
-        GS_LOG(ERROR) << "failed to load " << file.string() << ": " << model->load_status;
-      }
-      repo->models_[model->name][model->version] = std::move(model);
-    }
+  std::unique_ptr<ModelRepository> repo(new ModelRepository(options, loader, metrics));
+  for (const std::string& name : repo->ModelDirectories()) {
+    repo->LoadModel(name).IgnoreError();  // a failed model stays listed as not ready
   }
   return repo;
 }
 
+ModelRepository::ModelRepository(RepositoryOptions options, RunnerLoader loader,
+                                 ServerMetrics* metrics)
+    : options_(std::move(options)), loader_(std::move(loader)), metrics_(metrics) {}
+
 ModelRepository::~ModelRepository() { StopAll(); }
+
+std::vector<std::string> ModelRepository::ModelDirectories() const {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(options_.root, ec)) {
+    if (entry.is_directory()) names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string ModelRepository::Fingerprint(const std::string& name) const {
+  // Versions and modification times of every file the model's loading reads.
+  std::string print;
+  std::error_code ec;
+  const fs::path dir = fs::path(options_.root) / name;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
+    const auto fname = entry.path().filename();
+    if (fname == kModelFile || fname == kServingConfigFile) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    const auto t = fs::last_write_time(f, ec).time_since_epoch().count();
+    print += absl::StrCat(f.string(), "@", t, ";");
+  }
+  return print;
+}
+
+absl::Status ModelRepository::LoadModel(const std::string& name) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    return absl::InvalidArgumentError(absl::StrCat("bad model name '", name, "'"));
+  }
+  const fs::path model_dir = fs::path(options_.root) / name;
+  std::error_code ec;
+  if (!fs::is_directory(model_dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("no model '", name, "' in ", options_.root));
+  }
+  const std::string print = Fingerprint(name);
+  Versions versions;
+  absl::Status first_error = absl::NotFoundError(
+      absl::StrCat("model '", name, "' has no <version>/", kModelFile));
+  bool any_ready = false;
+  for (const auto& version_dir : fs::directory_iterator(model_dir, ec)) {
+    const fs::path file = version_dir.path() / kModelFile;
+    if (!version_dir.is_directory() || !fs::exists(file)) continue;
+    auto model = std::make_shared<ServedModel>();
+    model->name = name;
+    model->version = version_dir.path().filename().string();
+    model->metrics = metrics_->ForModel(name);
+    model->load_status = InitModel(*model, model_dir, file.string(), loader_, options_.defaults);
+    if (model->load_status.ok() && model->config.name() != model->name) {
+      GS_LOG(WARNING) << "model " << model->name << " declares name '" << model->config.name()
+                      << "'; serving it as " << model->name;
+    }
+    if (model->ready()) {
+      any_ready = true;
+      GS_LOG(INFO) << "loaded " << model->name << " version " << model->version;
+    } else {
+      if (first_error.code() == absl::StatusCode::kNotFound) first_error = model->load_status;
+      GS_LOG(ERROR) << "failed to load " << file.string() << ": " << model->load_status;
+    }
+    versions[model->version] = std::move(model);
+  }
+  Versions old;
+  {
+    absl::MutexLock lock(&mu_);
+    auto& slot = models_[name];
+    old.swap(slot);
+    slot = versions;
+    fingerprints_[name] = print;
+  }
+  metrics_->ForModel(name)->ready->Set(any_ready ? 1 : 0);
+  NotifyState(name);
+  StopVersions(old);  // drains requests already queued on the replaced versions
+  return any_ready ? absl::OkStatus() : first_error;
+}
+
+absl::Status ModelRepository::UnloadModel(const std::string& name) {
+  Versions old;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = models_.find(name);
+    if (it == models_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+    old.swap(it->second);
+    models_.erase(it);
+    fingerprints_.erase(name);
+  }
+  metrics_->ForModel(name)->ready->Set(0);
+  NotifyState(name);
+  StopVersions(old);
+  GS_LOG(INFO) << "unloaded " << name;
+  return absl::OkStatus();
+}
+
+void ModelRepository::Poll() {
+  const std::vector<std::string> present = ModelDirectories();
+  std::vector<std::string> gone, changed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, versions] : models_) {
+      if (!std::binary_search(present.begin(), present.end(), name)) gone.push_back(name);
+    }
+  }
+  for (const auto& name : present) {
+    const std::string print = Fingerprint(name);
+    absl::MutexLock lock(&mu_);
+    auto it = fingerprints_.find(name);
+    if (it == fingerprints_.end() || it->second != print) changed.push_back(name);
+  }
+  for (const auto& name : gone) UnloadModel(name).IgnoreError();
+  for (const auto& name : changed) LoadModel(name).IgnoreError();
+}
+
+void ModelRepository::SetStateListener(StateListener listener) {
+  absl::MutexLock lock(&mu_);
+  listener_ = std::move(listener);
+}
+
+void ModelRepository::NotifyState(const std::string& name) {
+  StateListener listener;
+  {
+    absl::MutexLock lock(&mu_);
+    listener = listener_;
+  }
+  if (!listener) return;
+  auto current = Find(name, "");
+  listener(name, current.ok() && (*current)->ready());
+}
+
+void ModelRepository::StopVersions(const Versions& versions) {
+  for (const auto& [version, model] : versions) {
+    if (model->scheduler) model->scheduler->Stop();
+  }
+}
 
 absl::StatusOr<std::shared_ptr<ServedModel>> ModelRepository::Find(
     const std::string& name, const std::string& version) const {
+  absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
-  if (it == models_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  if (it == models_.end() || it->second.empty()) {
+    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+  }
   if (version.empty()) {
     // The highest version that loaded; the highest of all if none did.
     for (auto v = it->second.rbegin(); v != it->second.rend(); ++v) {
@@ -129,6 +246,7 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ModelRepository::Find(
 }
 
 std::vector<std::shared_ptr<ServedModel>> ModelRepository::List() const {
+  absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<ServedModel>> out;
   for (const auto& [name, versions] : models_) {
     for (const auto& [version, model] : versions) out.push_back(model);

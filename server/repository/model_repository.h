@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/batching/dynamic_batcher.h"
 #include "server/config/serving_config.h"
 #include "server/config/model_config.h"
@@ -49,14 +51,35 @@ using RunnerLoader = std::function<absl::StatusOr<LoadedRunner>(const std::strin
 
 class ModelRepository {
  public:
+  // Called with a model name and whether its default version is ready, after every load,
+  // reload or unload. Runs on the thread that changed the model; must not call back into
+  // LoadModel/UnloadModel.
+  using StateListener = std::function<void(const std::string& name, bool ready)>;
+
   // Scans `options.root` and loads every <model>/<version>/model.pt with `loader` (once per
   // instance). A model that fails to load, or whose config.pbtxt is invalid, is kept as
-  // not ready (its error logged). NOT_FOUND if root is not a
-  // directory. `metrics` is not owned and must outlive the repository.
+  // not ready (its error logged). NOT_FOUND if root is not a directory. `metrics` is not
+  // owned and must outlive the repository.
   static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(const RepositoryOptions& options,
                                                                const RunnerLoader& loader,
                                                                ServerMetrics* metrics);
   ~ModelRepository();
+
+  // Loads, or reloads, every version of <root>/<name>. The new versions replace the old
+  // ones at once; requests already queued on the old ones still finish. Blocks for the
+  // whole load (call it off request threads). Thread-safe. NOT_FOUND if the directory is
+  // missing; the load error if no version became ready (the model then stays listed as
+  // not ready).
+  absl::Status LoadModel(const std::string& name);
+
+  // Removes the model; queued requests finish first. Blocks until they have. Thread-safe.
+  absl::Status UnloadModel(const std::string& name);
+
+  // Reconciles with the directory: loads new models, reloads ones whose model.pt or
+  // config.pbtxt changed, unloads removed ones. Blocks. Thread-safe.
+  void Poll();
+
+  void SetStateListener(StateListener listener);
 
   // The named model at `version`; when `version` is empty, its highest version that loaded
   // (or its highest version if none did). NOT_FOUND if absent. Thread-safe.
@@ -70,12 +93,25 @@ class ModelRepository {
   void StopAll();
 
  private:
-  ModelRepository() = default;
   // name -> version -> model; numeric versions order by value, before any others.
   struct VersionLess {
     bool operator()(const std::string& a, const std::string& b) const;
   };
-  std::map<std::string, std::map<std::string, std::shared_ptr<ServedModel>, VersionLess>> models_;
+  using Versions = std::map<std::string, std::shared_ptr<ServedModel>, VersionLess>;
+
+  ModelRepository(RepositoryOptions options, RunnerLoader loader, ServerMetrics* metrics);
+  std::vector<std::string> ModelDirectories() const;
+  std::string Fingerprint(const std::string& name) const;
+  void NotifyState(const std::string& name);
+  static void StopVersions(const Versions& versions);
+
+  const RepositoryOptions options_;
+  const RunnerLoader loader_;
+  ServerMetrics* const metrics_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Versions> models_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> fingerprints_ ABSL_GUARDED_BY(mu_);
+  StateListener listener_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gatescope

@@ -96,6 +96,50 @@ TEST_F(ModelRepositoryTest, ConfigFileSetsBatchingAndInstances) {
   EXPECT_NE(std::string(broken->load_status.message()).find("no_such_field"), std::string::npos);
 }
 
+TEST_F(ModelRepositoryTest, LoadUnloadAndPollAtRunTime) {
+  AddVersion("m", "1");
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok());
+  std::vector<std::pair<std::string, bool>> events;
+  (*repo)->SetStateListener([&](const std::string& name, bool ready) {
+    events.emplace_back(name, ready);
+  });
+  auto v1 = (*repo)->Find("m", "").value();
+
+  // A new model appears: explicit load.
+  AddVersion("n", "1");
+  EXPECT_EQ((*repo)->Find("n", "").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE((*repo)->LoadModel("n").ok());
+  EXPECT_TRUE((*repo)->Find("n", "").value()->ready());
+
+  // A new version of m: reload swaps it in; the old version object stays usable by holders.
+  AddVersion("m", "3");
+  ASSERT_TRUE((*repo)->LoadModel("m").ok());
+  EXPECT_EQ((*repo)->Find("m", "").value()->version, "3");
+  EXPECT_EQ(v1->version, "1");
+
+  ASSERT_TRUE((*repo)->UnloadModel("n").ok());
+  EXPECT_EQ((*repo)->Find("n", "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*repo)->UnloadModel("n").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*repo)->LoadModel("nope").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*repo)->LoadModel("../m").code(), absl::StatusCode::kInvalidArgument);
+
+  // Poll: picks up a new directory, drops a removed one, leaves unchanged ones alone.
+  AddVersion("p", "1");
+  fs::remove_all(root_ / "m");
+  fs::remove_all(root_ / "n");  // else polling would load it again
+  auto n_before = events.size();
+  (*repo)->Poll();
+  EXPECT_TRUE((*repo)->Find("p", "").ok());
+  EXPECT_FALSE((*repo)->Find("m", "").ok());
+  EXPECT_EQ(events.size(), n_before + 2);
+  (*repo)->Poll();
+  EXPECT_EQ(events.size(), n_before + 2);  // nothing changed
+
+  EXPECT_EQ(events.front(), std::make_pair(std::string("n"), true));
+  EXPECT_EQ(events[2], std::make_pair(std::string("n"), false));
+}
+
 TEST_F(ModelRepositoryTest, LoadedModelServesThroughItsScheduler) {
   AddVersion("m", "1");
   auto repo = Load();
