@@ -9,7 +9,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libopencv-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-numpy python3-pytest
+  python3-numpy python3-pytest python3-grpcio
   dataset-fashion-mnist
 )
 

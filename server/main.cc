@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
 #include "server/frontend/grpc/inference_service.h"
+#include "server/frontend/grpc/kserve_service.h"
 #include "server/metrics/metrics_http_server.h"
 #include "server/metrics/server_metrics.h"
 #include "server/repository/model_repository.h"
@@ -151,6 +152,7 @@ int Run() {
   }
 
   InferenceService service(repository->get());
+  KServeService kserve(repository->get(), control != "none");
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -159,6 +161,7 @@ int Run() {
                            grpc::InsecureServerCredentials(), &grpc_port);
   builder.SetMaxReceiveMessageSize(16 << 20);
   builder.RegisterService(&service);
+  builder.RegisterService(&kserve);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) {
     GS_LOG(ERROR) << "cannot listen on " << host << ":" << absl::GetFlag(FLAGS_grpc_port);
@@ -207,6 +210,7 @@ int Run() {
     GS_LOG(INFO) << "signal " << sig << ": draining";
     health->Shutdown();  // every service reports NOT_SERVING
     service.BeginShutdown();
+    kserve.BeginShutdown();
     server->Shutdown(std::chrono::system_clock::now() +
                      std::chrono::seconds(absl::GetFlag(FLAGS_drain_seconds)));
   });

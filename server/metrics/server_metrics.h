@@ -1,6 +1,7 @@
 // Prometheus metrics of the server. One registry is injected; no static singletons.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,13 +30,22 @@ struct ModelMetrics {
   prometheus::Counter* execution_count = nullptr;  // runner calls
   prometheus::Gauge* pending = nullptr;            // requests waiting in the queue
   prometheus::Gauge* ready = nullptr;
-  // Counts a finished request under its status code name (e.g. "OK", "INVALID_ARGUMENT").
-  void CountRequest(const std::string& code);
+  // Records a finished request: counted under its status code name (e.g. "OK",
+  // "INVALID_ARGUMENT"), its latency observed, and the success/failure totals kept.
+  void RecordRequest(const std::string& code, double seconds);
+
+  // Cumulative totals for statistics APIs (KServe ModelStatistics). Thread-safe reads.
+  struct Totals {
+    uint64_t success_count = 0, success_ns = 0, fail_count = 0, fail_ns = 0;
+    uint64_t last_request_ms = 0;  // completion time of the last request, ms since epoch
+  };
+  Totals totals() const;
 
   prometheus::Family<prometheus::Counter>* requests = nullptr;
   std::string model;
-  absl::Mutex mu;
+  mutable absl::Mutex mu;
   std::map<std::string, prometheus::Counter*> by_code ABSL_GUARDED_BY(mu);
+  Totals totals_ ABSL_GUARDED_BY(mu);
 };
 
 class ServerMetrics {

@@ -79,8 +79,7 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
   std::shared_ptr<ServedModel> model = *std::move(found);
   auto finish = [reactor, model, start](const absl::Status& status) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    model->metrics->request_seconds->Observe(took.count());
-    model->metrics->CountRequest(StatusCodeName(status.code()));
+    model->metrics->RecordRequest(StatusCodeName(status.code()), took.count());
     reactor->Finish(ToGrpcStatus(status));
   };
   absl::Status st = CheckRequest(*request);

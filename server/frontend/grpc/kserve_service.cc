@@ -1,0 +1,347 @@
+#include "server/frontend/grpc/kserve_service.h"
+
+#include <chrono>
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "server/frontend/grpc/kserve_codec.h"
+#include "server/frontend/grpc/status_mapping.h"
+
+namespace gatescope {
+namespace {
+
+namespace kv = ::inference;
+constexpr char kInputName[] = "input";
+constexpr char kPlatform[] = "pytorch_libtorch";
+
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& st) {
+  auto* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(st));
+  return reactor;
+}
+
+void SetDuration(kv::StatisticDuration* d, uint64_t count, double seconds) {
+  d->set_count(count);
+  d->set_ns(static_cast<uint64_t>(seconds * 1e9));
+}
+
+void FromHistogram(kv::StatisticDuration* d, prometheus::Histogram* h) {
+  const auto m = h->Collect();
+  SetDuration(d, m.histogram.sample_count, m.histogram.sample_sum);
+}
+
+// Collects the per-example results of one ModelInfer call and finishes it once all have
+// arrived. Shared by the call's work items; thread-safe.
+class InferCall {
+ public:
+  InferCall(grpc::ServerUnaryReactor* reactor, std::shared_ptr<ServedModel> model,
+            const kv::ModelInferRequest* request, kv::ModelInferResponse* response, size_t n)
+      : reactor_(reactor), model_(std::move(model)), request_(request), response_(response),
+        results_(n), remaining_(n), start_(std::chrono::steady_clock::now()) {}
+
+  // Records example i's result; the last one builds the response and finishes the call.
+  void Complete(size_t i, absl::StatusOr<NamedTensors> result) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!result.ok() && error_.ok()) error_ = result.status();
+      if (result.ok()) results_[i] = *std::move(result);
+      if (--remaining_ > 0) return;
+    }
+    absl::Status st = error_;
+    if (st.ok()) {
+      try {
+        st = BuildResponse();
+      } catch (const std::exception& e) {
+        st = absl::InternalError(absl::StrCat("building the response failed: ", e.what()));
+      }
+    }
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start_;
+    model_->metrics->RecordRequest(StatusCodeName(st.code()), took.count());
+    reactor_->Finish(ToGrpcStatus(st));
+  }
+
+ private:
+  absl::Status BuildResponse() {
+    response_->set_model_name(model_->name);
+    response_->set_model_version(model_->version);
+    response_->set_id(request_->id());
+    std::vector<std::string> names;
+    if (request_->outputs_size() == 0) {
+      for (const auto& [name, t] : *results_.front()) names.push_back(name);
+      std::sort(names.begin(), names.end());
+    } else {
+      for (const auto& o : request_->outputs()) names.push_back(o.name());
+    }
+    for (const std::string& name : names) {
+      std::vector<at::Tensor> rows;
+      for (const auto& r : results_) {
+        auto it = r->find(name);
+        if (it == r->end()) {
+          return absl::InvalidArgumentError(absl::StrCat("model has no output '", name, "'"));
+        }
+        rows.push_back(it->second);
+      }
+      if (absl::Status st = AppendOutput(name, rows, response_); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  grpc::ServerUnaryReactor* const reactor_;
+  const std::shared_ptr<ServedModel> model_;
+  const kv::ModelInferRequest* const request_;
+  kv::ModelInferResponse* const response_;
+  absl::Mutex mu_;
+  std::vector<std::optional<NamedTensors>> results_;
+  size_t remaining_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_;
+  const std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace
+
+KServeService::KServeService(ModelRepository* repository, bool model_control)
+    : repository_(repository), model_control_(model_control) {}
+
+KServeService::~KServeService() {
+  absl::MutexLock lock(&threads_mu_);
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerLive(Ctx* ctx, const kv::ServerLiveRequest*,
+                                                    kv::ServerLiveResponse* response) {
+  response->set_live(true);
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerReady(Ctx* ctx, const kv::ServerReadyRequest*,
+                                                     kv::ServerReadyResponse* response) {
+  bool ready = !shutting_down_.load();
+  for (const auto& m : repository_->List()) ready &= m->ready();
+  response->set_ready(ready);
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelReady(Ctx* ctx,
+                                                    const kv::ModelReadyRequest* request,
+                                                    kv::ModelReadyResponse* response) {
+  auto model = repository_->Find(request->name(), request->version());
+  response->set_ready(model.ok() && (*model)->ready() && !shutting_down_.load());
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ServerMetadata(Ctx* ctx,
+                                                        const kv::ServerMetadataRequest*,
+                                                        kv::ServerMetadataResponse* response) {
+  response->set_name("gatescope");
+  response->set_version("0.1.0");
+  for (const char* ext : {"model_repository", "model_configuration", "statistics"}) {
+    response->add_extensions(ext);
+  }
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
+                                                       const kv::ModelMetadataRequest* request,
+                                                       kv::ModelMetadataResponse* response) {
+  auto found = repository_->Find(request->name(), request->version());
+  if (!found.ok()) return Done(ctx, found.status());
+  const ServedModel& model = **found;
+  if (!model.ready()) return Done(ctx, absl::UnavailableError("model is not ready"));
+  response->set_name(model.name);
+  for (const auto& m : repository_->List()) {
+    if (m->name == model.name) response->add_versions(m->version);
+  }
+  response->set_platform(kPlatform);
+  auto* in = response->add_inputs();
+  in->set_name(kInputName);
+  in->set_datatype("FP32");
+  in->add_shape(-1);
+  for (int64_t d : model.config.input().shape()) in->add_shape(d);
+  for (const auto& name : model.config.outputs()) {
+    auto* out = response->add_outputs();
+    out->set_name(name);
+    out->set_datatype("FP32");
+    out->add_shape(-1);
+    if (name == "logits") out->add_shape(model.config.labels_size());
+  }
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
+                                                    const kv::ModelInferRequest* request,
+                                                    kv::ModelInferResponse* response) {
+  auto found = repository_->Find(request->model_name(), request->model_version());
+  if (!found.ok()) return Done(ctx, found.status());
+  std::shared_ptr<ServedModel> model = *std::move(found);
+  if (shutting_down_.load()) return Done(ctx, absl::UnavailableError("server is shutting down"));
+  if (!model->ready()) {
+    return Done(ctx, absl::UnavailableError(
+                         absl::StrCat("model '", model->name, "' failed to load: ",
+                                      model->load_status.message())));
+  }
+  for (const auto& o : request->outputs()) {
+    bool known = false;
+    for (const auto& name : model->config.outputs()) known |= (name == o.name());
+    if (!known) {
+      return Done(ctx, absl::InvalidArgumentError(
+                           absl::StrCat("model has no output '", o.name(), "'")));
+    }
+  }
+  auto makers = SplitInferInputs(*request, model->config.input());
+  if (!makers.ok()) return Done(ctx, makers.status());
+  if (makers->empty()) return Done(ctx, absl::InvalidArgumentError("ModelInfer: empty batch"));
+
+  auto* reactor = ctx->DefaultReactor();
+  auto call = std::make_shared<InferCall>(reactor, model, request, response, makers->size());
+  const auto deadline = ctx->deadline();
+  for (size_t i = 0; i < makers->size(); ++i) {
+    WorkItem item;
+    item.make_input = std::move((*makers)[i]);
+    item.done = [call, i, model](absl::StatusOr<NamedTensors> r) { call->Complete(i, std::move(r)); };
+    item.cancelled = [ctx] { return ctx->IsCancelled(); };
+    if (deadline != std::chrono::system_clock::time_point::max()) {
+      item.deadline = absl::FromChrono(deadline);
+    }
+    if (absl::Status st = model->scheduler->Enqueue(std::move(item)); !st.ok()) {
+      // This and the remaining examples never run; the call still finishes exactly once.
+      for (size_t j = i; j < makers->size(); ++j) call->Complete(j, st);
+      break;
+    }
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
+                                                     const kv::ModelConfigRequest* request,
+                                                     kv::ModelConfigResponse* response) {
+  auto found = repository_->Find(request->name(), request->version());
+  if (!found.ok()) return Done(ctx, found.status());
+  const ServedModel& model = **found;
+  if (!model.ready()) return Done(ctx, absl::UnavailableError("model is not ready"));
+  auto* c = response->mutable_config();
+  c->set_name(model.name);
+  c->set_platform(kPlatform);
+  c->set_backend("gatescope");
+  const DynamicBatchingConfig& b = model.plan.batching;
+  c->set_max_batch_size(b.max_batch_size);
+  auto* in = c->add_input();
+  in->set_name(kInputName);
+  in->set_data_type(kv::TYPE_FP32);
+  in->set_format(kv::ModelInput::FORMAT_NCHW);
+  for (int64_t d : model.config.input().shape()) in->add_dims(d);
+  for (const auto& name : model.config.outputs()) {
+    auto* out = c->add_output();
+    out->set_name(name);
+    out->set_data_type(kv::TYPE_FP32);
+    if (name == "logits") out->add_dims(model.config.labels_size());
+  }
+  auto* group = c->add_instance_group();
+  group->set_name(model.name);
+  group->set_count(model.plan.instances);
+  group->set_kind(kv::ModelInstanceGroup::KIND_CPU);
+  auto* db = c->mutable_dynamic_batching();
+  for (int p : b.preferred_batch_sizes) db->add_preferred_batch_size(p);
+  db->set_max_queue_delay_microseconds(absl::ToInt64Microseconds(b.max_queue_delay));
+  db->set_priority_levels(b.priority_levels);
+  db->set_default_priority_level(b.default_priority_level);
+  auto* qp = db->mutable_default_queue_policy();
+  qp->set_timeout_action(b.queue_policy.timeout_action == QueuePolicy::TimeoutAction::kDelay
+                             ? kv::ModelQueuePolicy::DELAY
+                             : kv::ModelQueuePolicy::REJECT);
+  if (b.queue_policy.default_timeout != absl::InfiniteDuration()) {
+    qp->set_default_timeout_microseconds(
+        absl::ToInt64Microseconds(b.queue_policy.default_timeout));
+  }
+  qp->set_allow_timeout_override(b.queue_policy.allow_timeout_override);
+  qp->set_max_queue_size(b.queue_policy.max_queue_size);
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelStatistics(
+    Ctx* ctx, const kv::ModelStatisticsRequest* request,
+    kv::ModelStatisticsResponse* response) {
+  // Statistics are kept per model name; each version reports its model's totals.
+  bool any = false;
+  for (const auto& m : repository_->List()) {
+    if (!request->name().empty() && m->name != request->name()) continue;
+    if (!request->version().empty() && m->version != request->version()) continue;
+    any = true;
+    auto* s = response->add_model_stats();
+    s->set_name(m->name);
+    s->set_version(m->version);
+    const ModelMetrics& mm = *m->metrics;
+    const ModelMetrics::Totals totals = mm.totals();
+    s->set_last_inference(totals.last_request_ms);
+    s->set_inference_count(static_cast<uint64_t>(mm.inference_count->Value()));
+    s->set_execution_count(static_cast<uint64_t>(mm.execution_count->Value()));
+    auto* st = s->mutable_inference_stats();
+    SetDuration(st->mutable_success(), totals.success_count, totals.success_ns / 1e9);
+    SetDuration(st->mutable_fail(), totals.fail_count, totals.fail_ns / 1e9);
+    FromHistogram(st->mutable_queue(), mm.queue_seconds);
+    FromHistogram(st->mutable_compute_input(), mm.compute_input_seconds);
+    FromHistogram(st->mutable_compute_infer(), mm.compute_infer_seconds);
+    FromHistogram(st->mutable_compute_output(), mm.compute_output_seconds);
+  }
+  if (!any && !request->name().empty()) {
+    return Done(ctx, absl::NotFoundError(absl::StrCat("unknown model '", request->name(), "'")));
+  }
+  return Done(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryIndex(
+    Ctx* ctx, const kv::RepositoryIndexRequest* request,
+    kv::RepositoryIndexResponse* response) {
+  for (const auto& m : repository_->List()) {
+    if (request->ready() && !m->ready()) continue;
+    auto* e = response->add_models();
+    e->set_name(m->name);
+    e->set_version(m->version);
+    e->set_state(m->ready() ? "READY" : "UNAVAILABLE");
+    if (!m->ready()) e->set_reason(std::string(m->load_status.message()));
+  }
+  return Done(ctx, absl::OkStatus());
+}
+
+void KServeService::RunControl(Reactor* reactor, std::function<absl::Status()> work) {
+  absl::MutexLock lock(&threads_mu_);
+  threads_.emplace_back([reactor, work = std::move(work)] {
+    absl::Status st;
+    try {
+      st = work();
+    } catch (const std::exception& e) {
+      st = absl::InternalError(e.what());
+    }
+    reactor->Finish(ToGrpcStatus(st));
+  });
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(
+    Ctx* ctx, const kv::RepositoryModelLoadRequest* request,
+    kv::RepositoryModelLoadResponse*) {
+  if (!model_control_) {
+    return Done(ctx, absl::FailedPreconditionError(
+                         "model control is off (start the server with --model_control=explicit)"));
+  }
+  auto* reactor = ctx->DefaultReactor();
+  const std::string name = request->model_name();
+  RunControl(reactor, [this, name] { return repository_->LoadModel(name); });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(
+    Ctx* ctx, const kv::RepositoryModelUnloadRequest* request,
+    kv::RepositoryModelUnloadResponse*) {
+  if (!model_control_) {
+    return Done(ctx, absl::FailedPreconditionError(
+                         "model control is off (start the server with --model_control=explicit)"));
+  }
+  auto* reactor = ctx->DefaultReactor();
+  const std::string name = request->model_name();
+  RunControl(reactor, [this, name] { return repository_->UnloadModel(name); });
+  return reactor;
+}
+
+}  // namespace gatescope

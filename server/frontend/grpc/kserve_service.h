@@ -1,0 +1,63 @@
+// KServe v2 / Open Inference Protocol (inference.GRPCInferenceService) over the callback
+// API. Inference goes through the same schedulers as gatescope.v1; repository load and
+// unload run on their own threads so no gRPC thread blocks.
+#pragma once
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "inference/grpc_service.grpc.pb.h"
+#include "server/repository/model_repository.h"
+
+namespace gatescope {
+
+class KServeService final : public ::inference::GRPCInferenceService::CallbackService {
+ public:
+  // `repository` is not owned and must outlive this service. `model_control` allows
+  // RepositoryModelLoad/Unload.
+  KServeService(ModelRepository* repository, bool model_control);
+  // Joins repository-control threads still running.
+  ~KServeService() override;
+
+  // After this, ServerReady is false and new ModelInfer calls get UNAVAILABLE.
+  void BeginShutdown() { shutting_down_.store(true); }
+
+  using Reactor = grpc::ServerUnaryReactor;
+  using Ctx = grpc::CallbackServerContext;
+  Reactor* ServerLive(Ctx*, const ::inference::ServerLiveRequest*,
+                      ::inference::ServerLiveResponse*) override;
+  Reactor* ServerReady(Ctx*, const ::inference::ServerReadyRequest*,
+                       ::inference::ServerReadyResponse*) override;
+  Reactor* ModelReady(Ctx*, const ::inference::ModelReadyRequest*,
+                      ::inference::ModelReadyResponse*) override;
+  Reactor* ServerMetadata(Ctx*, const ::inference::ServerMetadataRequest*,
+                          ::inference::ServerMetadataResponse*) override;
+  Reactor* ModelMetadata(Ctx*, const ::inference::ModelMetadataRequest*,
+                         ::inference::ModelMetadataResponse*) override;
+  Reactor* ModelInfer(Ctx*, const ::inference::ModelInferRequest*,
+                      ::inference::ModelInferResponse*) override;
+  Reactor* ModelConfig(Ctx*, const ::inference::ModelConfigRequest*,
+                       ::inference::ModelConfigResponse*) override;
+  Reactor* ModelStatistics(Ctx*, const ::inference::ModelStatisticsRequest*,
+                           ::inference::ModelStatisticsResponse*) override;
+  Reactor* RepositoryIndex(Ctx*, const ::inference::RepositoryIndexRequest*,
+                           ::inference::RepositoryIndexResponse*) override;
+  Reactor* RepositoryModelLoad(Ctx*, const ::inference::RepositoryModelLoadRequest*,
+                               ::inference::RepositoryModelLoadResponse*) override;
+  Reactor* RepositoryModelUnload(Ctx*, const ::inference::RepositoryModelUnloadRequest*,
+                                 ::inference::RepositoryModelUnloadResponse*) override;
+
+ private:
+  // Runs `work` on a tracked thread and finishes `reactor` with its status.
+  void RunControl(Reactor* reactor, std::function<absl::Status()> work);
+
+  ModelRepository* const repository_;
+  const bool model_control_;
+  std::atomic<bool> shutting_down_{false};
+  absl::Mutex threads_mu_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(threads_mu_);
+};
+
+}  // namespace gatescope
