@@ -211,8 +211,12 @@ int Run() {
     health->Shutdown();  // every service reports NOT_SERVING
     service.BeginShutdown();
     kserve.BeginShutdown();
+    // Queued requests run at once (batching delays no longer apply) while gRPC waits for
+    // the calls in flight, up to the drain limit.
+    std::thread flush([repo] { repo->StopAll(); });
     server->Shutdown(std::chrono::system_clock::now() +
                      std::chrono::seconds(absl::GetFlag(FLAGS_drain_seconds)));
+    flush.join();
   });
   server->Wait();
   waiter.join();

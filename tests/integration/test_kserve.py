@@ -199,3 +199,40 @@ def test_load_and_unload_under_load(kv, images, tmp_path):
     finally:
         channel.close()
         assert stop_server(srv) == 0
+
+
+def test_sigterm_drains_queued_requests_then_exits(kv, images, tmp_path):
+    """Requests waiting in a batching queue when SIGTERM arrives still get their answers;
+    new ones are refused with UNAVAILABLE; the process exits 0 within the drain limit."""
+    import signal
+    import time
+    pb, pb_grpc = kv
+    repo = tmp_path / "repo"
+    (repo / "dgvit_fmnist" / "1").mkdir(parents=True)
+    (repo / "dgvit_fmnist" / "1" / "model.pt").write_bytes(
+        (REPO / "model_repository" / "dgvit_fmnist" / "1" / "model.pt").read_bytes())
+    # Batches wait up to 10 s for company, so requests are still queued at SIGTERM.
+    (repo / "dgvit_fmnist" / "config.pbtxt").write_text(
+        "max_batch_size: 64 dynamic_batching { max_queue_delay_microseconds: 10000000 }")
+    srv = start_server(tmp_path, repo, extra=["--drain_seconds=5"])
+    channel = grpc.insecure_channel(srv.address)
+    stub = pb_grpc.GRPCInferenceServiceStub(channel)
+    want = reference_logits("dgvit_fmnist", images)
+    try:
+        stub.ServerReady(pb.ServerReadyRequest(), timeout=10)  # connection is up
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(infer, stub, pb, "dgvit_fmnist", "UINT8", [N, 28, 28],
+                                   images.tobytes()) for _ in range(8)]
+            time.sleep(0.5)
+            assert not any(f.done() for f in futures)  # all waiting in the queue
+            t0 = time.time()
+            srv.proc.send_signal(signal.SIGTERM)
+            for f in futures:
+                np.testing.assert_allclose(logits_of(f.result(timeout=30)), want, atol=1e-4)
+        assert time.time() - t0 < 2.0  # flushed at once, not after the 10 s delay
+        assert srv.proc.wait(timeout=15) == 0
+        assert "draining" in srv.log()
+    finally:
+        channel.close()
+        if srv.proc.poll() is None:
+            stop_server(srv)
