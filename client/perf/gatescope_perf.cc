@@ -1,15 +1,19 @@
 // gatescope-perf: load generator for the gatescope.v1 Predict API.
 //
-//   gatescope-perf --server ADDR --model NAME [--concurrency N | --concurrency-range A:B:S]
-//       [--request-rate R] [--warmup-ms 2000] [--window-ms 2000] [--stability 0.1]
-//       [--max-windows 10] [--timeout-ms 30000] [--format json|csv] INPUT...
+//   gatescope-perf --server ADDR --model NAME [--api gatescope|kserve]
+//       [--concurrency N | --concurrency-range A:B:S] [--request-rate R]
+//       [--warmup-ms 2000] [--window-ms 2000] [--stability 0.1] [--max-windows 10]
+//       [--timeout-ms 30000] [--format json|csv] INPUT...
 //
 // Concurrency mode keeps N requests in flight (N threads, each sending its next request
 // when the last one returns). Request-rate mode sends R requests/s on a fixed schedule
 // (open loop, spread over --concurrency threads). After a warm-up, measurement windows
 // repeat until the last three agree within ±stability on throughput and average latency
 // (or --max-windows is reached); those three windows are reported together.
-// INPUT files are encoded images sent in turn.
+// INPUT files are encoded images sent in turn: as gatescope.v1 Predict images, or as
+// KServe v2 ModelInfer BYTES tensors of one element. The server-side split (average queue
+// time per request and compute input/infer/output time per inference) comes from KServe
+// ModelStatistics taken before and after the measurement.
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -17,6 +21,7 @@
 #include <fstream>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +30,7 @@
 #include "client/perf/load_stats.h"
 #include "client/status_names.h"
 #include "gatescope/v1/inference.grpc.pb.h"
+#include "inference/grpc_service.grpc.pb.h"
 
 namespace gatescope::perf {
 namespace {
@@ -36,10 +42,16 @@ using client::JsonString;
 struct Options {
   std::string server = "127.0.0.1:8001";
   std::string model;
+  bool kserve = false;
   int concurrency = 1;
   double request_rate = 0;  // 0: concurrency mode
   int warmup_ms = 2000, window_ms = 2000, max_windows = 10, timeout_ms = 30000;
   double stability = 0.1;
+};
+
+// Server-side averages over a measurement, in microseconds (negative: unavailable).
+struct ServerSplit {
+  double queue_us = -1, compute_input_us = -1, compute_infer_us = -1, compute_output_us = -1;
 };
 
 struct Result {
@@ -47,6 +59,76 @@ struct Result {
   double request_rate = 0;
   bool stable = false;
   WindowStats stats;
+  ServerSplit server;
+};
+
+// Cumulative statistics of the model from the KServe v2 API; nullopt if unavailable.
+std::optional<inference::ModelStatistics> Statistics(const Options& opt,
+                                                     const std::shared_ptr<grpc::Channel>& ch) {
+  auto stub = inference::GRPCInferenceService::NewStub(ch);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  inference::ModelStatisticsRequest req;
+  req.set_name(opt.model);
+  inference::ModelStatisticsResponse resp;
+  if (!stub->ModelStatistics(&ctx, req, &resp).ok() || resp.model_stats_size() == 0) {
+    return std::nullopt;
+  }
+  return resp.model_stats(0);
+}
+
+ServerSplit Split(const inference::ModelStatistics& a, const inference::ModelStatistics& b) {
+  ServerSplit s;
+  const auto& x = a.inference_stats();
+  const auto& y = b.inference_stats();
+  const double inferences = static_cast<double>(b.inference_count() - a.inference_count());
+  const double queued = static_cast<double>(y.queue().count() - x.queue().count());
+  if (queued > 0) s.queue_us = (y.queue().ns() - x.queue().ns()) / 1e3 / queued;
+  if (inferences > 0) {
+    s.compute_input_us = (y.compute_input().ns() - x.compute_input().ns()) / 1e3 / inferences;
+    s.compute_infer_us = (y.compute_infer().ns() - x.compute_infer().ns()) / 1e3 / inferences;
+    s.compute_output_us = (y.compute_output().ns() - x.compute_output().ns()) / 1e3 / inferences;
+  }
+  return s;
+}
+
+// Sends one request over the chosen API; returns its status.
+class Sender {
+ public:
+  Sender(const Options& opt, const std::shared_ptr<grpc::Channel>& ch)
+      : opt_(opt),
+        gatescope_(v1::Inference::NewStub(ch)),
+        kserve_(inference::GRPCInferenceService::NewStub(ch)) {}
+
+  grpc::Status Send(const std::string& image) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(opt_.timeout_ms));
+    if (!opt_.kserve) {
+      v1::PredictRequest req;
+      req.set_model_name(opt_.model);
+      req.set_image(image);
+      v1::PredictResponse resp;
+      return gatescope_->Predict(&ctx, req, &resp);
+    }
+    inference::ModelInferRequest req;
+    req.set_model_name(opt_.model);
+    auto* in = req.add_inputs();
+    in->set_name("input");
+    in->set_datatype("BYTES");
+    in->add_shape(1);
+    const uint32_t len = static_cast<uint32_t>(image.size());
+    std::string raw(reinterpret_cast<const char*>(&len), 4);
+    raw += image;
+    req.add_raw_input_contents(std::move(raw));
+    inference::ModelInferResponse resp;
+    return kserve_->ModelInfer(&ctx, req, &resp);
+  }
+
+ private:
+  const Options& opt_;
+  std::unique_ptr<v1::Inference::Stub> gatescope_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
 };
 
 // Runs one measurement: load at the given concurrency (or rate) until stable.
@@ -62,7 +144,7 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs,
   std::vector<std::thread> threads;
   for (int t = 0; t < opt.concurrency; ++t) {
     threads.emplace_back([&, t] {
-      auto stub = v1::Inference::NewStub(channel);
+      Sender sender(opt, channel);
       size_t next = static_cast<size_t>(t);
       auto due = Clock::now();
       const auto interval = opt.request_rate > 0
@@ -76,15 +158,8 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs,
           std::this_thread::sleep_until(due);
           due += interval;
         }
-        v1::PredictRequest req;
-        req.set_model_name(opt.model);
-        req.set_image(inputs[next++ % inputs.size()]);
-        v1::PredictResponse resp;
-        grpc::ClientContext ctx;
         const auto sent = Clock::now();
-        ctx.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::milliseconds(opt.timeout_ms));
-        const grpc::Status st = stub->Predict(&ctx, req, &resp);
+        const grpc::Status st = sender.Send(inputs[next++ % inputs.size()]);
         const auto done = Clock::now();
         Sample sample{since_start_us(done),
                       std::chrono::duration_cast<std::chrono::microseconds>(done - sent).count(),
@@ -95,6 +170,7 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs,
     });
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(opt.warmup_ms));
+  const auto stats_before = Statistics(opt, channel);
   std::vector<WindowStats> windows;
   std::vector<int64_t> bounds{since_start_us(Clock::now())};
   Result result;
@@ -112,6 +188,8 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs,
       break;
     }
   }
+  const auto stats_after = Statistics(opt, channel);
+  if (stats_before && stats_after) result.server = Split(*stats_before, *stats_after);
   stop = true;
   for (auto& t : threads) t.join();
   const size_t n = std::min<size_t>(3, windows.size());
@@ -133,7 +211,11 @@ std::string ToJson(const Result& r) {
          ",\"errors\":" + errors + ",\"avg_us\":" + JsonNumber(s.avg_us) +
          ",\"p50_us\":" + JsonNumber(s.p50_us) + ",\"p90_us\":" + JsonNumber(s.p90_us) +
          ",\"p95_us\":" + JsonNumber(s.p95_us) + ",\"p99_us\":" + JsonNumber(s.p99_us) +
-         ",\"seconds\":" + JsonNumber(s.seconds) + "}";
+         ",\"seconds\":" + JsonNumber(s.seconds) +
+         ",\"server_queue_us\":" + JsonNumber(r.server.queue_us) +
+         ",\"server_compute_input_us\":" + JsonNumber(r.server.compute_input_us) +
+         ",\"server_compute_infer_us\":" + JsonNumber(r.server.compute_infer_us) +
+         ",\"server_compute_output_us\":" + JsonNumber(r.server.compute_output_us) + "}";
 }
 
 std::string ToCsvRow(const Result& r) {
@@ -143,7 +225,9 @@ std::string ToCsvRow(const Result& r) {
   std::ostringstream out;
   out << r.concurrency << "," << r.request_rate << "," << (r.stable ? 1 : 0) << ","
       << s.throughput << "," << s.ok << "," << errors << "," << s.avg_us << "," << s.p50_us
-      << "," << s.p90_us << "," << s.p95_us << "," << s.p99_us;
+      << "," << s.p90_us << "," << s.p95_us << "," << s.p99_us << "," << r.server.queue_us
+      << "," << r.server.compute_input_us << "," << r.server.compute_infer_us << ","
+      << r.server.compute_output_us;
   return out.str();
 }
 
@@ -153,6 +237,12 @@ int Main(int argc, char** argv) {
   Options opt;
   opt.server = args.Get("server", opt.server);
   opt.model = args.Get("model", "");
+  const std::string api = args.Get("api", "gatescope");
+  if (api != "gatescope" && api != "kserve") {
+    std::cerr << "--api must be gatescope or kserve\n";
+    return 1;
+  }
+  opt.kserve = api == "kserve";
   opt.request_rate = std::stod(args.Get("request-rate", "0"));
   opt.warmup_ms = std::stoi(args.Get("warmup-ms", "2000"));
   opt.window_ms = std::stoi(args.Get("window-ms", "2000"));
@@ -193,7 +283,8 @@ int Main(int argc, char** argv) {
   auto channel = grpc::CreateCustomChannel(opt.server, grpc::InsecureChannelCredentials(), ch);
   if (format == "csv") {
     std::cout << "concurrency,request_rate,stable,throughput,ok,errors,avg_us,p50_us,p90_us,"
-                 "p95_us,p99_us\n";
+                 "p95_us,p99_us,server_queue_us,server_compute_input_us,"
+                 "server_compute_infer_us,server_compute_output_us\n";
   }
   bool all_ok = true;
   for (int c : levels) {

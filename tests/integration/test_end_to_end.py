@@ -227,3 +227,20 @@ def test_config_pbtxt_dynamic_batching_forms_batches(tmp_path, pngs):
         assert total / count > 2, (total, count)  # requests were batched together
     finally:
         assert stop_server(srv) == 0
+
+
+@pytest.mark.parametrize("api", ["gatescope", "kserve"])
+def test_load_generator_reports_client_and_server_split(server, pngs, api):
+    import subprocess
+    cmd = [str(REPO / "build" / "client" / "gatescope-perf"), "--server", server.address,
+           "--model", "vit_fmnist", "--api", api, "--concurrency-range", "1:4:3",
+           "--warmup-ms", "300", "--window-ms", "400", "--max-windows", "3",
+           *[str(p) for p, _ in pngs[:8]]]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = json_lines(out.stdout)
+    assert [r["concurrency"] for r in rows] == [1, 4]
+    for r in rows:
+        assert r["ok"] > 0 and r["errors"] == {} and r["throughput"] > 0
+        assert 0 < r["p50_us"] <= r["p90_us"] <= r["p95_us"] <= r["p99_us"]
+        assert r["server_compute_infer_us"] > 0 and r["server_queue_us"] >= 0
