@@ -152,7 +152,7 @@ int Run() {
   }
 
   InferenceService service(repository->get());
-  KServeService kserve(repository->get(), control != "none");
+  KServeService kserve(repository->get(), control == "explicit");
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -211,6 +211,8 @@ int Run() {
     health->Shutdown();  // every service reports NOT_SERVING
     service.BeginShutdown();
     kserve.BeginShutdown();
+    stop_polling = true;
+    if (poller.joinable()) poller.join();
     // Queued requests run at once (batching delays no longer apply) while gRPC waits for
     // the calls in flight, up to the drain limit.
     std::thread flush([repo] { repo->StopAll(); });
@@ -220,8 +222,6 @@ int Run() {
   });
   server->Wait();
   waiter.join();
-  stop_polling = true;
-  if (poller.joinable()) poller.join();
   (*repository)->StopAll();
   GS_LOG(INFO) << "stopped";
   return 0;

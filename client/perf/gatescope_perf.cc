@@ -154,11 +154,14 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs,
                                 : Clock::duration::zero();
       due += interval * t / std::max(1, opt.concurrency);
       while (!stop.load(std::memory_order_relaxed)) {
+        // In rate mode latency counts from the scheduled send time, so a server that falls
+        // behind is charged for the wait (no coordinated omission).
+        auto sent = Clock::now();
         if (opt.request_rate > 0) {
           std::this_thread::sleep_until(due);
+          sent = due;
           due += interval;
         }
-        const auto sent = Clock::now();
         const grpc::Status st = sender.Send(inputs[next++ % inputs.size()]);
         const auto done = Clock::now();
         Sample sample{since_start_us(done),

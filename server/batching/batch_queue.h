@@ -41,7 +41,8 @@ class BatchQueue {
   // `config` must have passed NormaliseBatchingConfig.
   explicit BatchQueue(DynamicBatchingConfig config)
       : config_(std::move(config)),
-        levels_(std::max(1, config_.priority_levels)) {}
+        levels_(std::max(1, config_.priority_levels)),
+        delayed_per_level_(levels_.size(), 0) {}
 
   const DynamicBatchingConfig& config() const { return config_; }
 
@@ -57,8 +58,10 @@ class BatchQueue {
           absl::StrCat("priority must be in 1..", levels_.size(), " (0: default)"));
     }
     const QueuePolicy& policy = config_.queue_policy;
+    // Entries demoted by a DELAY timeout still count against their level's limit.
     if (policy.max_queue_size > 0 &&
-        static_cast<int>(levels_[level].size()) >= policy.max_queue_size) {
+        static_cast<int>(levels_[level].size() + delayed_per_level_[level]) >=
+            policy.max_queue_size) {
       return absl::ResourceExhaustedError(
           absl::StrCat("model queue is full (", policy.max_queue_size, " waiting)"));
     }
@@ -83,6 +86,7 @@ class BatchQueue {
         if (now >= it->client_deadline || (!delay && now >= it->queue_deadline)) {
           expired.push_back(std::move(*it));
         } else if (delay && now >= it->queue_deadline) {
+          ++delayed_per_level_[it->level];
           delayed_.push_back(std::move(*it));
         } else {
           ++it;
@@ -93,6 +97,7 @@ class BatchQueue {
     }
     for (auto it = delayed_.begin(); it != delayed_.end();) {
       if (now >= it->client_deadline) {
+        --delayed_per_level_[it->level];
         expired.push_back(std::move(*it));
         it = delayed_.erase(it);
       } else {
@@ -130,7 +135,10 @@ class BatchQueue {
         }
       }
     }
-    const absl::Time release = head->enqueued + config_.max_queue_delay;
+    // The delay runs from the oldest request the batch would carry.
+    absl::Time oldest = head->enqueued;
+    for (const auto& [q, i] : picks) oldest = std::min(oldest, (*q)[i].enqueued);
+    const absl::Time release = oldest + config_.max_queue_delay;
     if (!run && now >= release) run = true;
     if (!run) {
       d.wake_at = std::min(release, EarliestExpiry());
@@ -139,7 +147,10 @@ class BatchQueue {
     picks.resize(take);
     // picks are in service order: move them out in that order, then erase the moved-from
     // slots back to front within each queue so earlier indices stay valid.
-    for (auto& [q, i] : picks) d.batch.push_back(std::move((*q)[i]));
+    for (auto& [q, i] : picks) {
+      if (q == &delayed_) --delayed_per_level_[(*q)[i].level];
+      d.batch.push_back(std::move((*q)[i]));
+    }
     std::sort(picks.begin(), picks.end(), [](const auto& a, const auto& b) {
       return a.first != b.first ? a.first < b.first : a.second > b.second;
     });
@@ -182,6 +193,7 @@ class BatchQueue {
   DynamicBatchingConfig config_;
   std::vector<std::deque<Entry>> levels_;
   std::deque<Entry> delayed_;
+  std::vector<size_t> delayed_per_level_;  // entries of each level now in delayed_
   size_t size_ = 0;
 };
 

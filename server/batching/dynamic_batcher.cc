@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,7 @@ absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
   if (absl::Status st = NormaliseBatchingConfig(config); !st.ok()) return st;
   std::unique_ptr<DynamicBatcher> batcher(
       new DynamicBatcher(std::move(config), clock, observer));
+  absl::MutexLock lock(&batcher->join_mu_);
   for (ModelRunner* r : instances) {
     batcher->workers_.emplace_back([b = batcher.get(), r] { b->WorkerLoop(r); });
   }
@@ -74,6 +76,7 @@ void DynamicBatcher::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  absl::MutexLock lock(&join_mu_);
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
   }
@@ -108,7 +111,9 @@ bool DynamicBatcher::NextWork(std::vector<Entry>& expired, std::vector<Entry>& b
       return arrivals_ != seen || stopping_;
     };
     if (decision.wake_at.has_value()) {
-      mu_.AwaitWithDeadline(absl::Condition(&changed), *decision.wake_at);
+      // wake_at is in the injected clock's time; wait the equivalent real interval.
+      mu_.AwaitWithTimeout(absl::Condition(&changed),
+                           std::max(*decision.wake_at - now, absl::ZeroDuration()));
     } else {
       mu_.Await(absl::Condition(&changed));
     }

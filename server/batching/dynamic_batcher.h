@@ -30,6 +30,7 @@ class DynamicBatcher : public Scheduler {
 
   absl::Status Enqueue(WorkItem item) override;
   // Runs everything queued at once (max_queue_delay no longer applies), then joins.
+  // Safe to call from several threads at once.
   void Stop() override;
 
   // Requests waiting (not yet taken by a worker). Thread-safe.
@@ -50,7 +51,8 @@ class DynamicBatcher : public Scheduler {
   BatchQueue<WorkItem> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t arrivals_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::thread> workers_;
+  absl::Mutex join_mu_;  // serialises Stop() callers around the joins
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(join_mu_);
 };
 
 }  // namespace gatescope

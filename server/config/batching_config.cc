@@ -24,6 +24,10 @@ absl::Status NormaliseBatchingConfig(DynamicBatchingConfig& config) {
   if (config.max_queue_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_queue_delay_microseconds must be >= 0");
   }
+  if (config.priority_levels > kMaxPriorityLevels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("priority_levels must be at most ", kMaxPriorityLevels));
+  }
   if (config.priority_levels < 0 ||
       config.default_priority_level < 0 ||
       config.default_priority_level > std::max(1, config.priority_levels) ||

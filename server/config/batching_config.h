@@ -22,6 +22,8 @@ struct QueuePolicy {
   int max_queue_size = 0;
 };
 
+inline constexpr int kMaxPriorityLevels = 256;
+
 struct DynamicBatchingConfig {
   int max_batch_size = 1;
   // Batch sizes to prefer, ascending; empty: as large as possible.

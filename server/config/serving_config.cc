@@ -48,7 +48,15 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
     const auto& db = overrides.dynamic_batching();
     b.preferred_batch_sizes.assign(db.preferred_batch_size().begin(),
                                    db.preferred_batch_size().end());
+    if (db.max_queue_delay_microseconds() > (uint64_t{1} << 40)) {
+      return absl::InvalidArgumentError("max_queue_delay_microseconds must be below 2^40");
+    }
     b.max_queue_delay = absl::Microseconds(db.max_queue_delay_microseconds());
+    if (db.priority_levels() > kMaxPriorityLevels ||
+        db.default_priority_level() > kMaxPriorityLevels) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("priority levels must be at most ", kMaxPriorityLevels));
+    }
     b.priority_levels = static_cast<int>(db.priority_levels());
     b.default_priority_level = static_cast<int>(db.default_priority_level());
     if (db.has_default_queue_policy()) {
@@ -60,6 +68,10 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
         b.queue_policy.default_timeout = absl::Microseconds(qp.default_timeout_microseconds());
       }
       b.queue_policy.allow_timeout_override = qp.allow_timeout_override();
+      if (qp.default_timeout_microseconds() > (uint64_t{1} << 40) ||
+          db.max_queue_delay_microseconds() > (uint64_t{1} << 40)) {
+        return absl::InvalidArgumentError("timeouts and delays must be below 2^40 microseconds");
+      }
       if (qp.max_queue_size() > 0) {
         b.queue_policy.max_queue_size = static_cast<int>(qp.max_queue_size());
       }

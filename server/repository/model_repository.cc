@@ -118,6 +118,12 @@ std::string ModelRepository::Fingerprint(const std::string& name) const {
 }
 
 absl::Status ModelRepository::LoadModel(const std::string& name) {
+  absl::MutexLock control(&control_mu_);
+  return LoadModelLocked(name);
+}
+
+absl::Status ModelRepository::LoadModelLocked(const std::string& name) {
+  if (stopped_.load()) return absl::UnavailableError("server is shutting down");
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
     return absl::InvalidArgumentError(absl::StrCat("bad model name '", name, "'"));
   }
@@ -153,12 +159,24 @@ absl::Status ModelRepository::LoadModel(const std::string& name) {
     versions[model->version] = std::move(model);
   }
   Versions old;
+  bool kept_old = false;
   {
     absl::MutexLock lock(&mu_);
     auto& slot = models_[name];
-    old.swap(slot);
-    slot = versions;
+    bool old_ready = false;
+    for (const auto& [v, m] : slot) old_ready |= m->ready();
     fingerprints_[name] = print;
+    // A failed reload (e.g. a half-written file) keeps the versions that serve now.
+    kept_old = !any_ready && old_ready;
+    if (!kept_old) {
+      old.swap(slot);
+      slot = versions;
+    }
+  }
+  if (kept_old) {
+    StopVersions(versions);
+    GS_LOG(ERROR) << "reload of " << name << " failed; still serving the loaded versions";
+    return first_error;
   }
   metrics_->ForModel(name)->ready->Set(any_ready ? 1 : 0);
   NotifyState(name);
@@ -167,6 +185,12 @@ absl::Status ModelRepository::LoadModel(const std::string& name) {
 }
 
 absl::Status ModelRepository::UnloadModel(const std::string& name) {
+  absl::MutexLock control(&control_mu_);
+  return UnloadModelLocked(name);
+}
+
+absl::Status ModelRepository::UnloadModelLocked(const std::string& name) {
+  if (stopped_.load()) return absl::UnavailableError("server is shutting down");
   Versions old;
   {
     absl::MutexLock lock(&mu_);
@@ -184,6 +208,8 @@ absl::Status ModelRepository::UnloadModel(const std::string& name) {
 }
 
 void ModelRepository::Poll() {
+  absl::MutexLock control(&control_mu_);
+  if (stopped_.load()) return;
   const std::vector<std::string> present = ModelDirectories();
   std::vector<std::string> gone, changed;
   {
@@ -198,8 +224,8 @@ void ModelRepository::Poll() {
     auto it = fingerprints_.find(name);
     if (it == fingerprints_.end() || it->second != print) changed.push_back(name);
   }
-  for (const auto& name : gone) UnloadModel(name).IgnoreError();
-  for (const auto& name : changed) LoadModel(name).IgnoreError();
+  for (const auto& name : gone) UnloadModelLocked(name).IgnoreError();
+  for (const auto& name : changed) LoadModelLocked(name).IgnoreError();
 }
 
 void ModelRepository::SetStateListener(StateListener listener) {
@@ -255,6 +281,7 @@ std::vector<std::shared_ptr<ServedModel>> ModelRepository::List() const {
 }
 
 void ModelRepository::StopAll() {
+  stopped_.store(true);  // loads, unloads and polls now refuse
   for (const auto& model : List()) {
     if (model->scheduler) model->scheduler->Stop();
     model->metrics->ready->Set(0);

@@ -1,6 +1,7 @@
 // The set of served models, read from <root>/<model>/<version>/model.pt at start.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -66,10 +67,11 @@ class ModelRepository {
   ~ModelRepository();
 
   // Loads, or reloads, every version of <root>/<name>. The new versions replace the old
-  // ones at once; requests already queued on the old ones still finish. Blocks for the
-  // whole load (call it off request threads). Thread-safe. NOT_FOUND if the directory is
-  // missing; the load error if no version became ready (the model then stays listed as
-  // not ready).
+  // ones at once; requests already queued on the old ones still finish. If no new version
+  // becomes ready while an old one serves, the old ones stay. Blocks for the whole load
+  // (call it off request threads). Thread-safe; loads, unloads and polls are serialised.
+  // NOT_FOUND if the directory is missing; the load error if no version became ready;
+  // UNAVAILABLE after StopAll.
   absl::Status LoadModel(const std::string& name);
 
   // Removes the model; queued requests finish first. Blocks until they have. Thread-safe.
@@ -89,7 +91,8 @@ class ModelRepository {
   // Every model version, ordered by name then version. Thread-safe.
   std::vector<std::shared_ptr<ServedModel>> List() const;
 
-  // Stops every scheduler after draining its queue. Blocks; idempotent.
+  // Stops every scheduler after draining its queue, and refuses later loads and unloads.
+  // Blocks; idempotent; safe beside a concurrent load.
   void StopAll();
 
  private:
@@ -100,6 +103,9 @@ class ModelRepository {
   using Versions = std::map<std::string, std::shared_ptr<ServedModel>, VersionLess>;
 
   ModelRepository(RepositoryOptions options, RunnerLoader loader, ServerMetrics* metrics);
+  absl::Status LoadModelLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
+  absl::Status UnloadModelLocked(const std::string& name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   std::vector<std::string> ModelDirectories() const;
   std::string Fingerprint(const std::string& name) const;
   void NotifyState(const std::string& name);
@@ -108,6 +114,8 @@ class ModelRepository {
   const RepositoryOptions options_;
   const RunnerLoader loader_;
   ServerMetrics* const metrics_;
+  absl::Mutex control_mu_;  // held across a whole load / unload / poll; never by Find
+  std::atomic<bool> stopped_{false};
   mutable absl::Mutex mu_;
   std::map<std::string, Versions> models_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::string> fingerprints_ ABSL_GUARDED_BY(mu_);

@@ -129,6 +129,8 @@ def test_bad_requests_get_clear_codes(stub, kv, images):
               raw=images[0].tobytes(), outputs=["gate_maps"]), grpc.StatusCode.INVALID_ARGUMENT),
         (dict(model="nope", datatype="UINT8", shape=[1, 28, 28], raw=images[0].tobytes()),
          grpc.StatusCode.NOT_FOUND),
+        (dict(model="dgvit_fmnist", datatype="FP32", shape=[2**62, 1, 28, 28], raw=b""),
+         grpc.StatusCode.INVALID_ARGUMENT),
     ]
     for kwargs, code in cases:
         with pytest.raises(grpc.RpcError) as err:

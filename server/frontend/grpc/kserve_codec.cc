@@ -112,9 +112,12 @@ absl::StatusOr<std::vector<ExampleMaker>> SplitInferInputs(const ModelInferReque
     }
     data = *owned;
   }
-  if (data.size() != static_cast<size_t>(batch * per) * elem) {
-    return Invalid(absl::StrCat("input has ", data.size(), " bytes, shape needs ",
-                                batch * per * static_cast<int64_t>(elem)));
+  // Divide rather than multiply: dimensions come from the client and could overflow.
+  const size_t example_bytes = static_cast<size_t>(per) * elem;
+  if (batch == 0 || data.size() % example_bytes != 0 ||
+      data.size() / example_bytes != static_cast<size_t>(batch)) {
+    return Invalid(absl::StrCat("input has ", data.size(), " bytes, shape needs ", batch,
+                                " x ", example_bytes));
   }
   for (int64_t b = 0; b < batch; ++b) {
     std::string_view slice = data.substr(b * per * elem, per * elem);

@@ -100,14 +100,12 @@ class InferCall {
 
 }  // namespace
 
-KServeService::KServeService(ModelRepository* repository, bool model_control)
-    : repository_(repository), model_control_(model_control) {}
+KServeService::KServeService(ModelRepository* repository, bool explicit_control)
+    : repository_(repository), model_control_(explicit_control) {}
 
 KServeService::~KServeService() {
   absl::MutexLock lock(&threads_mu_);
-  for (auto& t : threads_) {
-    if (t.joinable()) t.join();
-  }
+  for (auto& t : threads_) t.thread.join();
 }
 
 grpc::ServerUnaryReactor* KServeService::ServerLive(Ctx* ctx, const kv::ServerLiveRequest*,
@@ -194,6 +192,23 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
   if (!makers.ok()) return Done(ctx, makers.status());
   if (makers->empty()) return Done(ctx, absl::InvalidArgumentError("ModelInfer: empty batch"));
 
+  // Triton's request parameters: "priority" (1 = highest) and "timeout" (microseconds).
+  int priority = 0;
+  absl::Duration timeout = absl::ZeroDuration();
+  if (auto it = request->parameters().find("priority"); it != request->parameters().end()) {
+    const int64_t p = it->second.int64_param();
+    if (p < 0 || p > kMaxPriorityLevels) {
+      return Done(ctx, absl::InvalidArgumentError("priority parameter out of range"));
+    }
+    priority = static_cast<int>(p);
+  }
+  if (auto it = request->parameters().find("timeout"); it != request->parameters().end()) {
+    const int64_t us = it->second.int64_param();
+    if (us < 0 || us > (int64_t{1} << 40)) {
+      return Done(ctx, absl::InvalidArgumentError("timeout parameter out of range"));
+    }
+    timeout = absl::Microseconds(us);
+  }
   auto* reactor = ctx->DefaultReactor();
   auto call = std::make_shared<InferCall>(reactor, model, request, response, makers->size());
   const auto deadline = ctx->deadline();
@@ -202,6 +217,8 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
     item.make_input = std::move((*makers)[i]);
     item.done = [call, i, model](absl::StatusOr<NamedTensors> r) { call->Complete(i, std::move(r)); };
     item.cancelled = [ctx] { return ctx->IsCancelled(); };
+    item.priority = priority;
+    item.timeout = timeout;
     if (deadline != std::chrono::system_clock::time_point::max()) {
       item.deadline = absl::FromChrono(deadline);
     }
@@ -307,7 +324,16 @@ grpc::ServerUnaryReactor* KServeService::RepositoryIndex(
 
 void KServeService::RunControl(Reactor* reactor, std::function<absl::Status()> work) {
   absl::MutexLock lock(&threads_mu_);
-  threads_.emplace_back([reactor, work = std::move(work)] {
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = threads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread t([reactor, work = std::move(work), done] {
     absl::Status st;
     try {
       st = work();
@@ -315,7 +341,9 @@ void KServeService::RunControl(Reactor* reactor, std::function<absl::Status()> w
       st = absl::InternalError(e.what());
     }
     reactor->Finish(ToGrpcStatus(st));
+    done->store(true);
   });
+  threads_.push_back({std::move(t), std::move(done)});
 }
 
 grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(
@@ -323,7 +351,8 @@ grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(
     kv::RepositoryModelLoadResponse*) {
   if (!model_control_) {
     return Done(ctx, absl::FailedPreconditionError(
-                         "model control is off (start the server with --model_control=explicit)"));
+                         "explicit model control is off (start the server with --model_control=explicit; "
+                         "with polling the repository directory decides)"));
   }
   auto* reactor = ctx->DefaultReactor();
   const std::string name = request->model_name();
@@ -336,7 +365,8 @@ grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(
     kv::RepositoryModelUnloadResponse*) {
   if (!model_control_) {
     return Done(ctx, absl::FailedPreconditionError(
-                         "model control is off (start the server with --model_control=explicit)"));
+                         "explicit model control is off (start the server with --model_control=explicit; "
+                         "with polling the repository directory decides)"));
   }
   auto* reactor = ctx->DefaultReactor();
   const std::string name = request->model_name();

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -15,9 +17,9 @@ namespace gatescope {
 
 class KServeService final : public ::inference::GRPCInferenceService::CallbackService {
  public:
-  // `repository` is not owned and must outlive this service. `model_control` allows
-  // RepositoryModelLoad/Unload.
-  KServeService(ModelRepository* repository, bool model_control);
+  // `repository` is not owned and must outlive this service. `explicit_control` allows
+  // RepositoryModelLoad/Unload (not with repository polling, which owns the model set).
+  KServeService(ModelRepository* repository, bool explicit_control);
   // Joins repository-control threads still running.
   ~KServeService() override;
 
@@ -50,14 +52,20 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
                                  ::inference::RepositoryModelUnloadResponse*) override;
 
  private:
-  // Runs `work` on a tracked thread and finishes `reactor` with its status.
+  // Runs `work` on a tracked thread and finishes `reactor` with its status. Threads that
+  // have finished are joined on the next call.
   void RunControl(Reactor* reactor, std::function<absl::Status()> work);
+
+  struct ControlThread {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
 
   ModelRepository* const repository_;
   const bool model_control_;
   std::atomic<bool> shutting_down_{false};
   absl::Mutex threads_mu_;
-  std::vector<std::thread> threads_ ABSL_GUARDED_BY(threads_mu_);
+  std::vector<ControlThread> threads_ ABSL_GUARDED_BY(threads_mu_);
 };
 
 }  // namespace gatescope

@@ -163,6 +163,35 @@ TEST(BatchQueueTest, FullLevelIsResourceExhausted) {
   EXPECT_EQ(third, 3);  // left with the caller
 }
 
+TEST(BatchQueueTest, DelayedEntriesStillCountAgainstTheLimit) {
+  auto c = Config(1, 0);
+  c.queue_policy.default_timeout = absl::Microseconds(1);
+  c.queue_policy.timeout_action = QueuePolicy::TimeoutAction::kDelay;
+  c.queue_policy.max_queue_size = 2;
+  Queue q(c);
+  Push(q, 1, At(0));
+  Push(q, 2, At(0));
+  EXPECT_TRUE(q.TakeExpired(At(10)).empty());  // both demoted, still waiting
+  int third = 3;
+  EXPECT_EQ(q.Push(third, At(10), absl::InfiniteFuture(), 0, 0, {}).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Ids(q.Next(At(10)).batch), (std::vector<int>{1}));
+  EXPECT_TRUE(q.Push(third, At(10), absl::InfiniteFuture(), 0, 0, {}).ok());  // room again
+}
+
+TEST(BatchQueueTest, DelayRunsFromTheOldestRequestInTheBatch) {
+  auto c = Config(4, 100);
+  c.priority_levels = 2;
+  c.default_priority_level = 2;
+  ASSERT_TRUE(NormaliseBatchingConfig(c).ok());
+  Queue q(c);
+  Push(q, 1, At(0), 0, /*priority=*/2);   // old, low priority
+  Push(q, 2, At(80), 0, /*priority=*/1);  // new, high priority leads the batch
+  auto d = q.Next(At(80));
+  EXPECT_EQ(*d.wake_at, At(100));  // not 180: request 1 has waited since 0
+  EXPECT_EQ(Ids(q.Next(At(100)).batch), (std::vector<int>{2, 1}));
+}
+
 TEST(BatchQueueTest, FlushIgnoresTheDelay) {
   Queue q(Config(4, 1000000));
   Push(q, 1, At(0));

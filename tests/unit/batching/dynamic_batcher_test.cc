@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <thread>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -243,6 +244,19 @@ TEST(DynamicBatcherTest, DifferentShapesRunInSeparateCalls) {
   auto sizes = runner.batch_sizes();
   std::sort(sizes.begin() + 1, sizes.end());
   EXPECT_EQ(sizes, (std::vector<int64_t>{1, 1, 2}));
+}
+
+TEST(DynamicBatcherTest, StopFromSeveralThreadsAtOnce) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = Make(&runner, &clock, 4, 100);
+  Results results(3);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(batcher->Enqueue(Item(1.f, i, &results)).ok());
+  std::thread a([&] { batcher->Stop(); });
+  std::thread b([&] { batcher->Stop(); });
+  a.join();
+  b.join();
+  results.Await(3);
 }
 
 TEST(DynamicBatcherTest, InstancesRunConcurrently) {

@@ -140,6 +140,22 @@ TEST_F(ModelRepositoryTest, LoadUnloadAndPollAtRunTime) {
   EXPECT_EQ(events[2], std::make_pair(std::string("n"), false));
 }
 
+TEST_F(ModelRepositoryTest, FailedReloadKeepsServingAndStopRefusesControl) {
+  AddVersion("m", "1");
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok());
+  fs::remove_all(root_ / "m" / "1");
+  AddVersion("m", "bad");  // the only version now fails to load
+  EXPECT_FALSE((*repo)->LoadModel("m").ok());
+  auto m = (*repo)->Find("m", "");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ((*m)->version, "1");  // the loaded version still serves
+  EXPECT_TRUE((*m)->ready());
+  (*repo)->StopAll();
+  EXPECT_EQ((*repo)->LoadModel("m").code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ((*repo)->UnloadModel("m").code(), absl::StatusCode::kUnavailable);
+}
+
 TEST_F(ModelRepositoryTest, LoadedModelServesThroughItsScheduler) {
   AddVersion("m", "1");
   auto repo = Load();
