@@ -83,6 +83,9 @@ class ModelRepository {
 
   void SetStateListener(StateListener listener);
 
+  // Names of the model directories under the root now (loaded or not), sorted.
+  std::vector<std::string> ModelDirectories() const;
+
   // The named model at `version`; when `version` is empty, its highest version that loaded
   // (or its highest version if none did). NOT_FOUND if absent. Thread-safe.
   absl::StatusOr<std::shared_ptr<ServedModel>> Find(const std::string& name,
@@ -106,7 +109,6 @@ class ModelRepository {
   absl::Status LoadModelLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   absl::Status UnloadModelLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
-  std::vector<std::string> ModelDirectories() const;
   std::string Fingerprint(const std::string& name) const;
   void NotifyState(const std::string& name);
   static void StopVersions(const Versions& versions);

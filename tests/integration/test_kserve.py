@@ -185,6 +185,10 @@ def test_load_and_unload_under_load(kv, images, tmp_path):
             futures = [pool.submit(hammer, i) for i in range(80)]
             stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="vit_fmnist"))
             assert not stub.ModelReady(pb.ModelReadyRequest(name="vit_fmnist")).ready
+            index = {m.name: (m.state, m.reason)
+                     for m in stub.RepositoryIndex(pb.RepositoryIndexRequest()).models}
+            assert index["vit_fmnist"] == ("UNAVAILABLE", "not loaded")
+            assert index["dgvit_fmnist"][0] == "READY"
             with pytest.raises(grpc.RpcError) as err:
                 infer(stub, pb, "vit_fmnist", "UINT8", [1, 28, 28], images[0].tobytes())
             assert err.value.code() == grpc.StatusCode.NOT_FOUND

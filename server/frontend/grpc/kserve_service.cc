@@ -319,6 +319,15 @@ grpc::ServerUnaryReactor* KServeService::RepositoryIndex(
     e->set_state(m->ready() ? "READY" : "UNAVAILABLE");
     if (!m->ready()) e->set_reason(std::string(m->load_status.message()));
   }
+  if (!request->ready()) {
+    for (const std::string& name : repository_->ModelDirectories()) {
+      if (repository_->Find(name, "").ok()) continue;
+      auto* e = response->add_models();
+      e->set_name(name);
+      e->set_state("UNAVAILABLE");
+      e->set_reason("not loaded");
+    }
+  }
   return Done(ctx, absl::OkStatus());
 }
 
