@@ -2,6 +2,7 @@
 // everything else is a positional argument.
 #pragma once
 
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <string>
@@ -19,8 +20,10 @@ struct Args {
   }
 };
 
-// Parses argv[first..argc). False (with a message on stderr) if a flag lacks its value.
-inline bool ParseArgs(int argc, char** argv, int first, Args& args) {
+// Parses argv[first..argc). Flags named in `switches` take no value (they are set to
+// "true"). False (with a message on stderr) if another flag lacks its value.
+inline bool ParseArgs(int argc, char** argv, int first, Args& args,
+                      const std::vector<std::string>& switches = {}) {
   for (int i = first; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--", 0) != 0) {
@@ -30,6 +33,8 @@ inline bool ParseArgs(int argc, char** argv, int first, Args& args) {
     const auto eq = a.find('=');
     if (eq != std::string::npos) {
       args.flags[a.substr(2, eq - 2)] = a.substr(eq + 1);
+    } else if (std::find(switches.begin(), switches.end(), a.substr(2)) != switches.end()) {
+      args.flags[a.substr(2)] = "true";
     } else if (i + 1 < argc) {
       args.flags[a.substr(2)] = argv[++i];
     } else {

@@ -5,6 +5,12 @@
 //   gatescope-client models --server ADDR
 //   gatescope-client health --server ADDR [--service NAME]
 //   gatescope-client services --server ADDR     (lists services via server reflection)
+//   gatescope-client explain --server ADDR --model NAME [--rollout] [--gates]
+//       [--layers 0,2] [--head-fusion mean|max|min] [--signed clamp|abs|raw]
+//       [--discard-ratio R] [--start-layer L] --out DIR FILE...
+//     writes DIR/<file stem>.rollout.png (rollout over the image, with --rollout) and
+//     DIR/<file stem>.json (classes, rollout grid, gates per layer, attention layers);
+//     prints one JSON line per input naming what it wrote.
 //
 // predict prints one JSON object per input, in order:
 //   {"file":..., "label":..., "score":..., "topk":[{"label":..., "score":...}, ...]}
@@ -12,6 +18,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -37,7 +45,10 @@ const char kUsage[] =
     "           [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32] FILE...\n"
     "       gatescope-client models --server ADDR\n"
     "       gatescope-client health --server ADDR [--service NAME]\n"
-    "       gatescope-client services --server ADDR\n";
+    "       gatescope-client services --server ADDR\n"
+    "       gatescope-client explain --server ADDR --model NAME [--rollout] [--gates]\n"
+    "           [--layers 0,2] [--head-fusion mean|max|min] [--signed clamp|abs|raw]\n"
+    "           [--discard-ratio R] [--start-layer L] --out DIR FILE...\n";
 
 bool ReadFile(const std::string& path, std::string& out) {
   std::ifstream in(path, std::ios::binary);
@@ -162,6 +173,96 @@ int Models(const Args& args) {
   return 0;
 }
 
+// JSON array of a FLOAT32 tensor, nested by its shape.
+std::string TensorJson(const v1::Tensor& t) {
+  const float* data = reinterpret_cast<const float*>(t.data().data());
+  const size_t count = t.data().size() / sizeof(float);
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  size_t pos = 0;
+  std::function<std::string(size_t)> nest = [&](size_t dim) -> std::string {
+    std::string out = "[";
+    for (int64_t i = 0; i < shape[dim]; ++i) {
+      if (i) out += ",";
+      if (dim + 1 == shape.size()) {
+        out += pos < count ? JsonNumber(data[pos]) : "null";
+        ++pos;
+      } else {
+        out += nest(dim + 1);
+      }
+    }
+    return out + "]";
+  };
+  return shape.empty() ? "[]" : nest(0);
+}
+
+int Explain(const Args& args) {
+  const std::string model = args.Get("model", ""), out_dir = args.Get("out", "");
+  if (model.empty() || out_dir.empty() || args.positional.empty()) {
+    std::cerr << kUsage;
+    return 1;
+  }
+  std::filesystem::create_directories(out_dir);
+  auto stub = Connect(args);
+  int failures = 0;
+  for (const std::string& file : args.positional) {
+    v1::ExplainRequest req;
+    req.set_model_name(model);
+    req.set_rollout(args.Get("rollout", "") == "true");
+    req.set_gates(args.Get("gates", "") == "true");
+    req.set_heatmap_png(req.rollout());
+    std::stringstream layers(args.Get("layers", ""));
+    for (std::string l; std::getline(layers, l, ',');) {
+      if (!l.empty()) req.add_attention_layers(std::atoi(l.c_str()));
+    }
+    auto* ro = req.mutable_rollout_options();
+    ro->set_head_fusion(args.Get("head-fusion", ""));
+    ro->set_signed_maps(args.Get("signed", ""));
+    ro->set_discard_ratio(std::atof(args.Get("discard-ratio", "0").c_str()));
+    ro->set_start_layer(std::atoi(args.Get("start-layer", "0").c_str()));
+    std::string bytes;
+    if (!ReadFile(file, bytes)) {
+      std::cout << ErrorLine(file, "CLIENT", "cannot read file") << std::endl;
+      ++failures;
+      continue;
+    }
+    req.set_image(std::move(bytes));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::ExplainResponse resp;
+    const grpc::Status st = stub->Explain(&ctx, req, &resp);
+    if (!st.ok()) {
+      std::cout << ErrorLine(file, CodeName(st.error_code()), st.error_message()) << std::endl;
+      ++failures;
+      continue;
+    }
+    const std::string stem =
+        (std::filesystem::path(out_dir) / std::filesystem::path(file).stem()).string();
+    std::string json = "{\"file\":" + JsonString(file) + ",\"classes\":[";
+    for (int i = 0; i < resp.classes_size(); ++i) {
+      json += (i ? "," : "") + std::string("{\"label\":") + JsonString(resp.classes(i).label()) +
+              ",\"score\":" + JsonNumber(resp.classes(i).probability()) + "}";
+    }
+    json += "]";
+    if (resp.has_rollout()) json += ",\"rollout\":" + TensorJson(resp.rollout());
+    json += ",\"gates\":[";
+    for (int i = 0; i < resp.gates_size(); ++i) json += (i ? "," : "") + TensorJson(resp.gates(i));
+    json += "],\"attention\":[";
+    for (int i = 0; i < resp.attention_size(); ++i) {
+      json += (i ? "," : "") + TensorJson(resp.attention(i));
+    }
+    json += "]}";
+    std::ofstream(stem + ".json") << json << "\n";
+    std::string line = "{\"file\":" + JsonString(file) + ",\"json\":" + JsonString(stem + ".json");
+    if (!resp.rollout_png().empty()) {
+      std::ofstream(stem + ".rollout.png", std::ios::binary) << resp.rollout_png();
+      line += ",\"png\":" + JsonString(stem + ".rollout.png");
+    }
+    if (resp.classes_size() > 0) line += ",\"label\":" + JsonString(resp.classes(0).label());
+    std::cout << line << "}" << std::endl;
+  }
+  return failures ? 2 : 0;
+}
+
 // Prints one {"service":...} line per service the server's reflection lists.
 int Services(const Args& args) {
   namespace refl = grpc::reflection::v1alpha;
@@ -196,12 +297,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   Args args;
-  if (!ParseArgs(argc, argv, 2, args)) return 1;
+  if (!ParseArgs(argc, argv, 2, args, {"rollout", "gates"})) return 1;
   const std::string cmd = argv[1];
   if (cmd == "predict") return Predict(args);
   if (cmd == "models") return Models(args);
   if (cmd == "health") return Health(args);
   if (cmd == "services") return Services(args);
+  if (cmd == "explain") return Explain(args);
   std::cerr << kUsage;
   return 1;
 }

@@ -134,8 +134,11 @@ void DynamicBatcher::WorkerLoop(ModelRunner* runner) {
 
 void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
   const absl::Time input_start = absl::Now();
-  // Inputs grouped by exact shape: only equal shapes are stacked into one runner call.
-  std::map<std::vector<int64_t>, std::vector<std::pair<WorkItem*, at::Tensor>>> groups;
+  // Inputs grouped by call kind and exact shape: only equal shapes are stacked into one
+  // runner call, and explain() never shares a call with forward().
+  std::map<std::pair<bool, std::vector<int64_t>>,
+           std::vector<std::pair<WorkItem*, at::Tensor>>>
+      groups;
   for (Entry& e : batch) {
     WorkItem& item = e.payload;
     if (item.cancelled && item.cancelled()) {
@@ -147,20 +150,21 @@ void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
       Finish(item, input.status());
       continue;
     }
-    const std::vector<int64_t> shape = input->sizes().vec();
-    groups[shape].emplace_back(&item, *std::move(input));
+    groups[{item.explain, input->sizes().vec()}].emplace_back(&item, *std::move(input));
   }
   // Preparation time is shared out over the groups by their size.
   const absl::Duration input_time = absl::Now() - input_start;
   size_t prepared = 0;
-  for (const auto& [shape, members] : groups) prepared += members.size();
-  for (auto& [shape, members] : groups) {
+  for (const auto& [key, members] : groups) prepared += members.size();
+  for (auto& [key, members] : groups) {
+    const bool explain = key.first;
     const absl::Time infer_start = absl::Now();
     absl::StatusOr<NamedTensors> outputs = Guarded([&]() -> absl::StatusOr<NamedTensors> {
       std::vector<at::Tensor> inputs;
       inputs.reserve(members.size());
       for (auto& m : members) inputs.push_back(m.second);
-      return runner->Predict(at::stack(inputs));
+      const at::Tensor stacked = at::stack(inputs);
+      return explain ? runner->Explain(stacked) : runner->Predict(stacked);
     });
     const absl::Time output_start = absl::Now();
     for (size_t i = 0; i < members.size(); ++i) {

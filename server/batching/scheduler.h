@@ -33,6 +33,8 @@ struct WorkItem {
   int priority = 0;
   // The request's own queue timeout (honoured if the model allows overrides); zero: none.
   absl::Duration timeout = absl::ZeroDuration();
+  // Run the model's explain() instead of forward() (never batched with predictions).
+  bool explain = false;
 };
 
 class Scheduler {

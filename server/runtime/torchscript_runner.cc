@@ -63,4 +63,38 @@ absl::StatusOr<NamedTensors> TorchScriptRunner::Predict(const at::Tensor& batch)
   }
 }
 
+absl::StatusOr<NamedTensors> TorchScriptRunner::Explain(const at::Tensor& batch) {
+  try {
+    auto method = impl_->module.find_method("explain");
+    if (!method.has_value()) return absl::UnimplementedError("model has no explain()");
+    c10::InferenceMode guard;
+    const c10::IValue result = (*method)({batch});
+    if (!result.isGenericDict()) {
+      return absl::InternalError("explain() must return Dict[str, List[Tensor]]");
+    }
+    NamedTensors out;
+    for (const auto& entry : result.toGenericDict()) {
+      if (!entry.key().isString() || !entry.value().isList()) {
+        return absl::InternalError("explain() must return Dict[str, List[Tensor]]");
+      }
+      const std::string kind = entry.key().toStringRef();
+      const auto list = entry.value().toList();
+      for (size_t i = 0; i < list.size(); ++i) {
+        const c10::IValue item = list.get(i);
+        if (!item.isTensor()) return absl::InternalError("explain() lists must hold tensors");
+        at::Tensor t = item.toTensor();
+        if (t.dim() == 0 || t.size(0) != batch.size(0)) {
+          return absl::InternalError(absl::StrCat("explain() '", kind, "' lacks the batch dim"));
+        }
+        out.emplace(kind == "logits" ? kind : absl::StrCat(kind, ".", i), std::move(t));
+      }
+    }
+    return out;
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("explain failed: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("explain failed: ", e.what()));
+  }
+}
+
 }  // namespace gatescope

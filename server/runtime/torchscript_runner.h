@@ -28,6 +28,8 @@ class TorchScriptRunner : public ModelRunner {
   // Runs under torch::InferenceMode; c10::Error becomes INTERNAL (INVALID_ARGUMENT for
   // shape errors the model raises on its input).
   absl::StatusOr<NamedTensors> Predict(const at::Tensor& batch) override;
+  // Calls the exported explain(x) -> Dict[str, List[Tensor]]; UNIMPLEMENTED without it.
+  absl::StatusOr<NamedTensors> Explain(const at::Tensor& batch) override;
 
  private:
   struct Impl;

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/frontend/grpc/status_mapping.h"
+#include "server/explain/explanation.h"
+#include "server/explain/heatmap.h"
 #include "server/postprocess/classification.h"
 #include "server/preprocess/image.h"
 
@@ -18,6 +20,13 @@ using ::gatescope::v1::PredictResponse;
 
 constexpr int kDefaultTopK = 5;
 
+absl::Status CheckTensor(const v1::Tensor& t) {
+  if (t.dtype() != v1::Tensor::UINT8 && t.dtype() != v1::Tensor::FLOAT32) {
+    return absl::InvalidArgumentError("tensor.dtype must be UINT8 or FLOAT32");
+  }
+  return absl::OkStatus();
+}
+
 // Validates what can be checked without decoding. Runs on the gRPC thread (cheap).
 absl::Status CheckRequest(const PredictRequest& request) {
   if (request.top_k() < 0) return absl::InvalidArgumentError("top_k must be >= 0");
@@ -25,30 +34,33 @@ absl::Status CheckRequest(const PredictRequest& request) {
     case PredictRequest::kImage:
       if (request.image().empty()) return absl::InvalidArgumentError("image is empty");
       return absl::OkStatus();
-    case PredictRequest::kTensor: {
-      const auto dtype = request.tensor().dtype();
-      if (dtype != v1::Tensor::UINT8 && dtype != v1::Tensor::FLOAT32) {
-        return absl::InvalidArgumentError("tensor.dtype must be UINT8 or FLOAT32");
-      }
-      return absl::OkStatus();
-    }
+    case PredictRequest::kTensor:
+      return CheckTensor(request.tensor());
     default:
       return absl::InvalidArgumentError("request has no input (set image or tensor)");
   }
 }
 
-// Builds the model input; runs on the model's worker thread.
-absl::StatusOr<at::Tensor> MakeInput(const PredictRequest& request, const InputSpec& spec) {
-  if (request.input_case() == PredictRequest::kImage) return DecodeImage(request.image(), spec);
-  const auto& t = request.tensor();
+// Builds the model input from an image or pixel tensor; runs on the model's worker thread.
+absl::StatusOr<at::Tensor> MakeInput(bool is_image, const std::string& image,
+                                     const v1::Tensor& t, const InputSpec& spec) {
+  if (is_image) return DecodeImage(image, spec);
   const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
   return PixelsToTensor(t.data(),
                         t.dtype() == v1::Tensor::UINT8 ? PixelType::kUint8 : PixelType::kFloat32,
                         shape, spec);
 }
 
-absl::Status FillResponse(const ServedModel& model, const NamedTensors& outputs, int top_k,
-                          PredictResponse* response) {
+void ToProto(const at::Tensor& t, v1::Tensor* out) {
+  const at::Tensor f = t.to(at::kFloat).contiguous();
+  out->set_dtype(v1::Tensor::FLOAT32);
+  for (int64_t d : f.sizes()) out->add_shape(d);
+  out->set_data(static_cast<const char*>(f.data_ptr()), f.nbytes());
+}
+
+template <typename Response>
+absl::Status FillClasses(const ServedModel& model, const NamedTensors& outputs, int top_k,
+                         Response* response) {
   auto logits = outputs.find("logits");
   if (logits == outputs.end()) return absl::InternalError("model returned no 'logits'");
   auto classes = TopKClasses(logits->second, model.config.labels(), top_k);
@@ -94,12 +106,15 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
   }
   const int top_k = request->top_k() == 0 ? kDefaultTopK : request->top_k();
   WorkItem item;
-  item.make_input = [request, model] { return MakeInput(*request, model->config.input()); };
+  item.make_input = [request, model] {
+    return MakeInput(request->input_case() == PredictRequest::kImage, request->image(),
+                     request->tensor(), model->config.input());
+  };
   item.done = [finish, model, response, top_k](absl::StatusOr<NamedTensors> outputs) {
     absl::Status st = outputs.status();
     if (st.ok()) {
       try {
-        st = FillResponse(*model, *outputs, top_k, response);
+        st = FillClasses(*model, *outputs, top_k, response);
       } catch (const std::exception& e) {
         st = absl::InternalError(absl::StrCat("postprocessing failed: ", e.what()));
       }
@@ -110,6 +125,111 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
   item.priority = static_cast<int>(std::min<uint32_t>(request->priority(), 1u << 20));
   item.timeout = absl::Microseconds(
       static_cast<int64_t>(std::min<uint64_t>(request->timeout_microseconds(), 1ull << 40)));
+  const auto deadline = context->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    item.deadline = absl::FromChrono(deadline);
+  }
+  st = model->scheduler->Enqueue(std::move(item));
+  if (!st.ok()) finish(st);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext* context,
+                                                    const v1::ExplainRequest* request,
+                                                    v1::ExplainResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const auto start = std::chrono::steady_clock::now();
+  auto found = repository_->Find(request->model_name(), request->model_version());
+  if (!found.ok()) {
+    reactor->Finish(ToGrpcStatus(found.status()));
+    return reactor;
+  }
+  std::shared_ptr<ServedModel> model = *std::move(found);
+  auto finish = [reactor, model, start](const absl::Status& status) {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    model->metrics->RecordRequest(StatusCodeName(status.code()), took.count());
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  const bool is_image = request->input_case() == v1::ExplainRequest::kImage;
+  absl::Status st;
+  if (request->input_case() == v1::ExplainRequest::INPUT_NOT_SET) {
+    st = absl::InvalidArgumentError("request has no input (set image or tensor)");
+  } else if (is_image && request->image().empty()) {
+    st = absl::InvalidArgumentError("image is empty");
+  } else if (!is_image) {
+    st = CheckTensor(request->tensor());
+  }
+  if (st.ok() && request->heatmap_png() && !(is_image && request->rollout())) {
+    st = absl::InvalidArgumentError("heatmap_png needs an image input and rollout");
+  }
+  if (st.ok() && request->top_k() < 0) st = absl::InvalidArgumentError("top_k must be >= 0");
+  if (st.ok() && shutting_down_.load()) st = absl::UnavailableError("server is shutting down");
+  if (st.ok() && !model->ready()) st = absl::UnavailableError("model is not ready");
+  bool has_gates = false, has_attention = false;
+  for (const auto& m : model->config.maps()) {
+    has_gates |= m == "gate";
+    has_attention |= m == "attention";
+  }
+  if (st.ok() && !has_attention) st = absl::InvalidArgumentError("model cannot explain");
+  if (st.ok() && request->gates() && !has_gates) {
+    st = absl::InvalidArgumentError("model has no gate maps");
+  }
+  ExplainOptions options;
+  options.rollout = request->rollout();
+  options.gates = request->gates();
+  options.attention_layers.assign(request->attention_layers().begin(),
+                                  request->attention_layers().end());
+  const auto& ro = request->rollout_options();
+  if (!ro.head_fusion().empty()) options.rollout_options.head_fusion = ro.head_fusion();
+  if (!ro.signed_maps().empty()) options.rollout_options.signed_maps = ro.signed_maps();
+  options.rollout_options.discard_ratio = ro.discard_ratio();
+  options.rollout_options.start_layer = ro.start_layer();
+  if (model->config.token_grid_size() == 2) {
+    options.grid_h = model->config.token_grid(0);
+    options.grid_w = model->config.token_grid(1);
+  }
+  if (st.ok() && !(options.rollout_options.discard_ratio >= 0.0 &&
+                   options.rollout_options.discard_ratio < 1.0)) {
+    st = absl::InvalidArgumentError("discard_ratio must be in [0, 1)");
+  }
+  if (!st.ok()) {
+    finish(st);
+    return reactor;
+  }
+  const int top_k = request->top_k() == 0 ? kDefaultTopK : request->top_k();
+  WorkItem item;
+  item.explain = true;
+  item.shape_key = 1;  // never formed into a batch with predictions
+  item.make_input = [request, model, is_image] {
+    return MakeInput(is_image, request->image(), request->tensor(), model->config.input());
+  };
+  item.done = [finish, model, request, response, options, top_k,
+               is_image](absl::StatusOr<NamedTensors> outputs) {
+    absl::Status st = outputs.status();
+    try {
+      if (st.ok()) st = FillClasses(*model, *outputs, top_k, response);
+      absl::StatusOr<Explanation> ex =
+          st.ok() ? BuildExplanation(*outputs, options) : absl::StatusOr<Explanation>(st);
+      if (st.ok()) st = ex.status();
+      if (st.ok()) {
+        if (ex->rollout.defined()) ToProto(ex->rollout, response->mutable_rollout());
+        for (const auto& g : ex->gates) ToProto(g, response->add_gates());
+        for (const auto& a : ex->attention) ToProto(a, response->add_attention());
+        if (request->heatmap_png() && is_image) {
+          auto png = RenderOverlayPng(ex->rollout, request->image());
+          if (png.ok()) {
+            response->set_rollout_png(*std::move(png));
+          } else {
+            st = png.status();
+          }
+        }
+      }
+    } catch (const std::exception& e) {
+      st = absl::InternalError(absl::StrCat("explanation failed: ", e.what()));
+    }
+    finish(st);
+  };
+  item.cancelled = [context] { return context->IsCancelled(); };
   const auto deadline = context->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     item.deadline = absl::FromChrono(deadline);

@@ -20,6 +20,9 @@ class InferenceService final : public ::gatescope::v1::Inference::CallbackServic
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
                                     const ::gatescope::v1::PredictRequest* request,
                                     ::gatescope::v1::PredictResponse* response) override;
+  grpc::ServerUnaryReactor* Explain(grpc::CallbackServerContext* context,
+                                    const ::gatescope::v1::ExplainRequest* request,
+                                    ::gatescope::v1::ExplainResponse* response) override;
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
                                        const ::gatescope::v1::ListModelsRequest* request,
                                        ::gatescope::v1::ListModelsResponse* response) override;
