@@ -167,24 +167,28 @@ void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
       return explain ? runner->Explain(stacked) : runner->Predict(stacked);
     });
     const absl::Time output_start = absl::Now();
+    std::vector<absl::StatusOr<NamedTensors>> slices;
+    slices.reserve(members.size());
     for (size_t i = 0; i < members.size(); ++i) {
       if (!outputs.ok()) {
-        Finish(*members[i].first, outputs.status());
+        slices.push_back(outputs.status());
         continue;
       }
-      absl::StatusOr<NamedTensors> slice = Guarded([&]() -> absl::StatusOr<NamedTensors> {
+      slices.push_back(Guarded([&]() -> absl::StatusOr<NamedTensors> {
         NamedTensors one;
         for (const auto& [name, tensor] : *outputs) one.emplace(name, tensor[i]);
         return one;
-      });
-      Finish(*members[i].first, std::move(slice));
+      }));
     }
-    if (observer_) {
+    // Reported (for successful executions) before any reply goes out, so a client that has
+    // its answer also sees it counted in the statistics.
+    if (observer_ && outputs.ok()) {
       observer_->Executed(static_cast<int>(members.size()),
                           input_time * static_cast<double>(members.size()) /
                               static_cast<double>(prepared),
                           output_start - infer_start, absl::Now() - output_start);
     }
+    for (size_t i = 0; i < members.size(); ++i) Finish(*members[i].first, std::move(slices[i]));
   }
 }
 

@@ -13,7 +13,8 @@ class SchedulerObserver {
   virtual void QueueDepth(int depth) = 0;
   // One request left the queue for a batch after waiting `waited`.
   virtual void Dequeued(absl::Duration waited) = 0;
-  // One runner call: preparing its `batch_size` inputs, running it, delivering its outputs.
+  // One successful runner call: preparing its `batch_size` inputs, running it, slicing its
+  // outputs per request. Called before any of those requests is answered.
   virtual void Executed(int batch_size, absl::Duration input, absl::Duration infer,
                         absl::Duration output) = 0;
 };
