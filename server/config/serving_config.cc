@@ -61,7 +61,7 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
     b.default_priority_level = static_cast<int>(db.default_priority_level());
     if (db.has_default_queue_policy()) {
       const auto& qp = db.default_queue_policy();
-      b.queue_policy.timeout_action = qp.timeout_action() == v1::ModelQueuePolicy::DELAY
+      b.queue_policy.timeout_action = qp.timeout_action() == ::inference::ModelQueuePolicy::DELAY
                                           ? QueuePolicy::TimeoutAction::kDelay
                                           : QueuePolicy::TimeoutAction::kReject;
       if (qp.default_timeout_microseconds() > 0) {
@@ -81,6 +81,10 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
     plan.instances = 0;
     for (const auto& g : overrides.instance_group()) {
       if (g.count() < 1) return absl::InvalidArgumentError("instance_group.count must be >= 1");
+      if (g.kind() == ::inference::ModelInstanceGroup::KIND_GPU) {
+        return absl::InvalidArgumentError("instance_group kind KIND_GPU: this server runs "
+                                          "models on the CPU");
+      }
       plan.instances += g.count();
     }
   }

@@ -26,6 +26,15 @@ class RunningServer:
         return pathlib.Path(self.log_path).read_text()
 
 
+def generate_python_stubs(out_dir, *protos):
+    """Generates Python message and gRPC modules for `protos` (paths under proto/) into
+    out_dir with Debian's protoc and grpc_python_plugin."""
+    subprocess.run(["protoc", f"--proto_path={REPO / 'proto'}", f"--python_out={out_dir}",
+                    f"--grpc_python_out={out_dir}",
+                    "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin", *protos],
+                   check=True)
+
+
 def start_server(tmp_path, repo_dir, extra=()):
     port_file = tmp_path / "ports"
     log_path = tmp_path / "server.log"

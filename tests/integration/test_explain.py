@@ -2,14 +2,14 @@
 reference computation on the same checkpoint and input."""
 import concurrent.futures
 import importlib
-import subprocess
+import sys
 
 import grpc
 import numpy as np
 import pytest
 import torch
 
-from server_harness import REPO
+from server_harness import REPO, generate_python_stubs
 from gatescope import explain as ref
 from gatescope import ops
 from gatescope.data import fashion_mnist
@@ -21,11 +21,9 @@ INDEX = 9200
 @pytest.fixture(scope="module")
 def v1(tmp_path_factory):
     out = tmp_path_factory.mktemp("v1_stubs")
-    subprocess.run(["protoc", f"--proto_path={REPO / 'proto'}", f"--python_out={out}",
-                    f"--grpc_python_out={out}",
-                    "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin",
-                    "gatescope/v1/model_config.proto", "gatescope/v1/inference.proto"],
-                   check=True)
+    generate_python_stubs(out, "inference/model_config.proto", "gatescope/v1/model_config.proto",
+                          "gatescope/v1/inference.proto")
+    sys.path.insert(0, str(out))  # for the `inference` package the messages import
     # The generated modules live in package gatescope.v1; graft them onto the model
     # package of the same name.
     import gatescope

@@ -3,7 +3,6 @@ proto with Debian's protoc and grpc_python_plugin (python3-grpcio runtime)."""
 import concurrent.futures
 import importlib
 import struct
-import subprocess
 import sys
 
 import grpc
@@ -11,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from server_harness import REPO, start_server, stop_server
+from server_harness import REPO, generate_python_stubs, start_server, stop_server
 from gatescope import ops
 from gatescope.data import fashion_mnist
 from tools.write_fashion_mnist_png import write_pngs
@@ -22,10 +21,7 @@ START, N = 9100, 6
 @pytest.fixture(scope="module")
 def kv(tmp_path_factory):
     out = tmp_path_factory.mktemp("kserve_stubs")
-    subprocess.run(["protoc", f"--proto_path={REPO / 'proto'}", f"--python_out={out}",
-                    f"--grpc_python_out={out}",
-                    "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin",
-                    "inference/model_config.proto", "inference/grpc_service.proto"], check=True)
+    generate_python_stubs(out, "inference/model_config.proto", "inference/grpc_service.proto")
     sys.path.insert(0, str(out))
     pb = importlib.import_module("inference.grpc_service_pb2")
     pb_grpc = importlib.import_module("inference.grpc_service_pb2_grpc")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,17 +28,62 @@ absl::Status CheckTensor(const v1::Tensor& t) {
   return absl::OkStatus();
 }
 
-// Validates what can be checked without decoding. Runs on the gRPC thread (cheap).
-absl::Status CheckRequest(const PredictRequest& request) {
-  if (request.top_k() < 0) return absl::InvalidArgumentError("top_k must be >= 0");
-  switch (request.input_case()) {
-    case PredictRequest::kImage:
-      if (request.image().empty()) return absl::InvalidArgumentError("image is empty");
-      return absl::OkStatus();
-    case PredictRequest::kTensor:
-      return CheckTensor(request.tensor());
-    default:
-      return absl::InvalidArgumentError("request has no input (set image or tensor)");
+// Checks an image-or-tensor input without decoding it (cheap; runs on the gRPC thread).
+absl::Status CheckInput(bool has_input, bool is_image, const std::string& image,
+                        const v1::Tensor& tensor) {
+  if (!has_input) return absl::InvalidArgumentError("request has no input (set image or tensor)");
+  if (is_image && image.empty()) return absl::InvalidArgumentError("image is empty");
+  return is_image ? absl::OkStatus() : CheckTensor(tensor);
+}
+
+// One call on one model: finishes the reactor exactly once, recording the outcome in the
+// model's metrics. Copyable; the reactor and model outlive every copy's use.
+struct ModelCall {
+  grpc::ServerUnaryReactor* reactor;
+  std::shared_ptr<ServedModel> model;
+  std::chrono::steady_clock::time_point start;
+
+  void Finish(const absl::Status& status) const {
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    model->metrics->RecordRequest(StatusCodeName(status.code()), took.count());
+    reactor->Finish(ToGrpcStatus(status));
+  }
+};
+
+// Finds the model and checks it can take work now. On failure `reactor` (the call's one
+// default reactor) is already finished and nullopt comes back.
+std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
+                                        const ModelRepository& repository,
+                                        const std::string& name, const std::string& version,
+                                        bool shutting_down) {
+  auto found = repository.Find(name, version);
+  if (!found.ok()) {
+    reactor->Finish(ToGrpcStatus(found.status()));
+    return std::nullopt;
+  }
+  ModelCall call{reactor, *std::move(found), std::chrono::steady_clock::now()};
+  if (shutting_down) {
+    call.Finish(absl::UnavailableError("server is shutting down"));
+    return std::nullopt;
+  }
+  if (!call.model->ready()) {
+    call.Finish(absl::UnavailableError(absl::StrCat("model '", call.model->name,
+                                                    "' failed to load: ",
+                                                    call.model->load_status.message())));
+    return std::nullopt;
+  }
+  return call;
+}
+
+// Queues `item` for the call's model with the call's deadline and cancellation.
+void Submit(const ModelCall& call, grpc::CallbackServerContext* context, WorkItem item) {
+  item.cancelled = [context] { return context->IsCancelled(); };
+  const auto deadline = context->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    item.deadline = absl::FromChrono(deadline);
+  }
+  if (absl::Status st = call.model->scheduler->Enqueue(std::move(item)); !st.ok()) {
+    call.Finish(st);
   }
 }
 
@@ -82,89 +128,56 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
                                                     const PredictRequest* request,
                                                     PredictResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const auto start = std::chrono::steady_clock::now();
-  auto found = repository_->Find(request->model_name(), request->model_version());
-  if (!found.ok()) {
-    reactor->Finish(ToGrpcStatus(found.status()));
-    return reactor;
-  }
-  std::shared_ptr<ServedModel> model = *std::move(found);
-  auto finish = [reactor, model, start](const absl::Status& status) {
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    model->metrics->RecordRequest(StatusCodeName(status.code()), took.count());
-    reactor->Finish(ToGrpcStatus(status));
-  };
-  absl::Status st = CheckRequest(*request);
-  if (st.ok() && shutting_down_.load()) st = absl::UnavailableError("server is shutting down");
-  if (st.ok() && !model->ready()) {
-    st = absl::UnavailableError(absl::StrCat("model '", model->name,
-                                             "' failed to load: ", model->load_status.message()));
-  }
+  auto call = BeginModelCall(reactor, *repository_, request->model_name(),
+                             request->model_version(), shutting_down_.load());
+  if (!call) return reactor;
+  const bool is_image = request->input_case() == PredictRequest::kImage;
+  absl::Status st = CheckInput(request->input_case() != PredictRequest::INPUT_NOT_SET, is_image,
+                               request->image(), request->tensor());
+  if (st.ok() && request->top_k() < 0) st = absl::InvalidArgumentError("top_k must be >= 0");
   if (!st.ok()) {
-    finish(st);
-    return reactor;
+    call->Finish(st);
+    return call->reactor;
   }
   const int top_k = request->top_k() == 0 ? kDefaultTopK : request->top_k();
+  std::shared_ptr<ServedModel> model = call->model;
   WorkItem item;
-  item.make_input = [request, model] {
-    return MakeInput(request->input_case() == PredictRequest::kImage, request->image(),
-                     request->tensor(), model->config.input());
+  item.make_input = [request, model, is_image] {
+    return MakeInput(is_image, request->image(), request->tensor(), model->config.input());
   };
-  item.done = [finish, model, response, top_k](absl::StatusOr<NamedTensors> outputs) {
+  item.done = [call = *call, response, top_k](absl::StatusOr<NamedTensors> outputs) {
     absl::Status st = outputs.status();
     if (st.ok()) {
       try {
-        st = FillClasses(*model, *outputs, top_k, response);
+        st = FillClasses(*call.model, *outputs, top_k, response);
       } catch (const std::exception& e) {
         st = absl::InternalError(absl::StrCat("postprocessing failed: ", e.what()));
       }
     }
-    finish(st);
+    call.Finish(st);
   };
-  item.cancelled = [context] { return context->IsCancelled(); };
   item.priority = static_cast<int>(std::min<uint32_t>(request->priority(), 1u << 20));
   item.timeout = absl::Microseconds(
       static_cast<int64_t>(std::min<uint64_t>(request->timeout_microseconds(), 1ull << 40)));
-  const auto deadline = context->deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    item.deadline = absl::FromChrono(deadline);
-  }
-  st = model->scheduler->Enqueue(std::move(item));
-  if (!st.ok()) finish(st);
-  return reactor;
+  Submit(*call, context, std::move(item));
+  return call->reactor;
 }
 
 grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext* context,
                                                     const v1::ExplainRequest* request,
                                                     v1::ExplainResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const auto start = std::chrono::steady_clock::now();
-  auto found = repository_->Find(request->model_name(), request->model_version());
-  if (!found.ok()) {
-    reactor->Finish(ToGrpcStatus(found.status()));
-    return reactor;
-  }
-  std::shared_ptr<ServedModel> model = *std::move(found);
-  auto finish = [reactor, model, start](const absl::Status& status) {
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    model->metrics->RecordRequest(StatusCodeName(status.code()), took.count());
-    reactor->Finish(ToGrpcStatus(status));
-  };
+  auto call = BeginModelCall(reactor, *repository_, request->model_name(),
+                             request->model_version(), shutting_down_.load());
+  if (!call) return reactor;
+  std::shared_ptr<ServedModel> model = call->model;
   const bool is_image = request->input_case() == v1::ExplainRequest::kImage;
-  absl::Status st;
-  if (request->input_case() == v1::ExplainRequest::INPUT_NOT_SET) {
-    st = absl::InvalidArgumentError("request has no input (set image or tensor)");
-  } else if (is_image && request->image().empty()) {
-    st = absl::InvalidArgumentError("image is empty");
-  } else if (!is_image) {
-    st = CheckTensor(request->tensor());
-  }
+  absl::Status st = CheckInput(request->input_case() != v1::ExplainRequest::INPUT_NOT_SET,
+                               is_image, request->image(), request->tensor());
   if (st.ok() && request->heatmap_png() && !(is_image && request->rollout())) {
     st = absl::InvalidArgumentError("heatmap_png needs an image input and rollout");
   }
   if (st.ok() && request->top_k() < 0) st = absl::InvalidArgumentError("top_k must be >= 0");
-  if (st.ok() && shutting_down_.load()) st = absl::UnavailableError("server is shutting down");
-  if (st.ok() && !model->ready()) st = absl::UnavailableError("model is not ready");
   bool has_gates = false, has_attention = false;
   for (const auto& m : model->config.maps()) {
     has_gates |= m == "gate";
@@ -193,8 +206,8 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
     st = absl::InvalidArgumentError("discard_ratio must be in [0, 1)");
   }
   if (!st.ok()) {
-    finish(st);
-    return reactor;
+    call->Finish(st);
+    return call->reactor;
   }
   const int top_k = request->top_k() == 0 ? kDefaultTopK : request->top_k();
   WorkItem item;
@@ -203,8 +216,9 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
   item.make_input = [request, model, is_image] {
     return MakeInput(is_image, request->image(), request->tensor(), model->config.input());
   };
-  item.done = [finish, model, request, response, options, top_k,
+  item.done = [call = *call, request, response, options, top_k,
                is_image](absl::StatusOr<NamedTensors> outputs) {
+    const ServedModel* model = call.model.get();
     absl::Status st = outputs.status();
     try {
       if (st.ok()) st = FillClasses(*model, *outputs, top_k, response);
@@ -227,16 +241,10 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
     } catch (const std::exception& e) {
       st = absl::InternalError(absl::StrCat("explanation failed: ", e.what()));
     }
-    finish(st);
+    call.Finish(st);
   };
-  item.cancelled = [context] { return context->IsCancelled(); };
-  const auto deadline = context->deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    item.deadline = absl::FromChrono(deadline);
-  }
-  st = model->scheduler->Enqueue(std::move(item));
-  if (!st.ok()) finish(st);
-  return reactor;
+  Submit(*call, context, std::move(item));
+  return call->reactor;
 }
 
 grpc::ServerUnaryReactor* InferenceService::ListModels(

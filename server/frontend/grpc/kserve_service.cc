@@ -355,32 +355,33 @@ void KServeService::RunControl(Reactor* reactor, std::function<absl::Status()> w
   threads_.push_back({std::move(t), std::move(done)});
 }
 
+grpc::ServerUnaryReactor* KServeService::Control(Ctx* ctx,
+                                                 std::function<absl::Status()> work) {
+  if (!model_control_) {
+    return Done(ctx, absl::FailedPreconditionError(
+                         "explicit model control is off (start the server with "
+                         "--model_control=explicit; with polling the repository directory "
+                         "decides)"));
+  }
+  auto* reactor = ctx->DefaultReactor();
+  RunControl(reactor, std::move(work));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(
     Ctx* ctx, const kv::RepositoryModelLoadRequest* request,
     kv::RepositoryModelLoadResponse*) {
-  if (!model_control_) {
-    return Done(ctx, absl::FailedPreconditionError(
-                         "explicit model control is off (start the server with --model_control=explicit; "
-                         "with polling the repository directory decides)"));
-  }
-  auto* reactor = ctx->DefaultReactor();
-  const std::string name = request->model_name();
-  RunControl(reactor, [this, name] { return repository_->LoadModel(name); });
-  return reactor;
+  return Control(ctx, [this, name = request->model_name()] {
+    return repository_->LoadModel(name);
+  });
 }
 
 grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(
     Ctx* ctx, const kv::RepositoryModelUnloadRequest* request,
     kv::RepositoryModelUnloadResponse*) {
-  if (!model_control_) {
-    return Done(ctx, absl::FailedPreconditionError(
-                         "explicit model control is off (start the server with --model_control=explicit; "
-                         "with polling the repository directory decides)"));
-  }
-  auto* reactor = ctx->DefaultReactor();
-  const std::string name = request->model_name();
-  RunControl(reactor, [this, name] { return repository_->UnloadModel(name); });
-  return reactor;
+  return Control(ctx, [this, name = request->model_name()] {
+    return repository_->UnloadModel(name);
+  });
 }
 
 }  // namespace gatescope

@@ -52,6 +52,9 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
                                  ::inference::RepositoryModelUnloadResponse*) override;
 
  private:
+  // RepositoryModelLoad/Unload: FAILED_PRECONDITION without explicit control, otherwise
+  // `work` on a control thread.
+  Reactor* Control(Ctx* ctx, std::function<absl::Status()> work);
   // Runs `work` on a tracked thread and finishes `reactor` with its status. Threads that
   // have finished are joined on the next call.
   void RunControl(Reactor* reactor, std::function<absl::Status()> work);

@@ -68,6 +68,10 @@ TEST(ServingConfigTest, RejectsBadValues) {
   EXPECT_FALSE(MakeServingPlan(ServingDefaults(), 0, preferred).ok());
   auto instances = ParseServingConfig("instance_group { count: 0 }").value();
   EXPECT_FALSE(MakeServingPlan(ServingDefaults(), 0, instances).ok());
+  auto gpu = ParseServingConfig("instance_group { count: 1 kind: KIND_GPU }").value();
+  EXPECT_FALSE(MakeServingPlan(ServingDefaults(), 0, gpu).ok());
+  auto cpu = ParseServingConfig("instance_group { count: 2 kind: KIND_CPU }").value();
+  EXPECT_EQ(MakeServingPlan(ServingDefaults(), 0, cpu).value().instances, 2);
   auto priority = ParseServingConfig("dynamic_batching { priority_levels: 2 }").value();
   EXPECT_FALSE(MakeServingPlan(ServingDefaults(), 0, priority).ok());
 }
