@@ -8,8 +8,8 @@
 //   gatescope-client explain --server ADDR --model NAME [--rollout] [--gates]
 //       [--layers 0,2] [--head-fusion mean|max|min] [--signed clamp|abs|raw]
 //       [--discard-ratio R] [--start-layer L] --out DIR FILE...
-//     writes DIR/<file stem>.rollout.png (rollout over the image, with --rollout) and
-//     DIR/<file stem>.json (classes, rollout grid, gates per layer, attention layers);
+//     writes DIR/<file name>.rollout.png (rollout over the image, with --rollout) and
+//     DIR/<file name>.json (classes, rollout grid, gates per layer, attention layers);
 //     prints one JSON line per input naming what it wrote.
 //
 // predict prints one JSON object per input, in order:
@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -69,6 +70,7 @@ std::shared_ptr<grpc::Channel> Channel(const Args& args) {
   const std::string addr = it == args.flags.end() ? "127.0.0.1:8001" : it->second;
   grpc::ChannelArguments ch;
   ch.SetMaxSendMessageSize(16 << 20);
+  ch.SetMaxReceiveMessageSize(256 << 20);  // explanations with many layers are large
   return grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), ch);
 }
 
@@ -201,12 +203,20 @@ int Explain(const Args& args) {
     std::cerr << kUsage;
     return 1;
   }
-  std::filesystem::create_directories(out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec || !std::filesystem::is_directory(out_dir)) {
+    std::cout << ErrorLine(out_dir, "CLIENT", "cannot create the output directory") << std::endl;
+    return 1;
+  }
+  const int timeout_ms = std::atoi(args.Get("timeout-ms", "60000").c_str());
   auto stub = Connect(args);
   int failures = 0;
+  std::set<std::string> used_stems;
   for (const std::string& file : args.positional) {
     v1::ExplainRequest req;
     req.set_model_name(model);
+    req.set_model_version(args.Get("version", ""));
     req.set_rollout(args.Get("rollout", "") == "true");
     req.set_gates(args.Get("gates", "") == "true");
     req.set_heatmap_png(req.rollout());
@@ -227,7 +237,7 @@ int Explain(const Args& args) {
     }
     req.set_image(std::move(bytes));
     grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
     v1::ExplainResponse resp;
     const grpc::Status st = stub->Explain(&ctx, req, &resp);
     if (!st.ok()) {
@@ -235,8 +245,14 @@ int Explain(const Args& args) {
       ++failures;
       continue;
     }
-    const std::string stem =
-        (std::filesystem::path(out_dir) / std::filesystem::path(file).stem()).string();
+    // Named after the whole file name (extension kept); a repeated name gets a counter so
+    // no input's results overwrite another's.
+    const std::string base = std::filesystem::path(file).filename().string();
+    std::string stem = (std::filesystem::path(out_dir) / base).string();
+    for (int n = 2; used_stems.count(stem); ++n) {
+      stem = (std::filesystem::path(out_dir) / (base + "." + std::to_string(n))).string();
+    }
+    used_stems.insert(stem);
     std::string json = "{\"file\":" + JsonString(file) + ",\"classes\":[";
     for (int i = 0; i < resp.classes_size(); ++i) {
       json += (i ? "," : "") + std::string("{\"label\":") + JsonString(resp.classes(i).label()) +
@@ -251,11 +267,18 @@ int Explain(const Args& args) {
       json += (i ? "," : "") + TensorJson(resp.attention(i));
     }
     json += "]}";
-    std::ofstream(stem + ".json") << json << "\n";
+    bool written = static_cast<bool>(std::ofstream(stem + ".json") << json << "\n");
     std::string line = "{\"file\":" + JsonString(file) + ",\"json\":" + JsonString(stem + ".json");
     if (!resp.rollout_png().empty()) {
-      std::ofstream(stem + ".rollout.png", std::ios::binary) << resp.rollout_png();
+      written &= static_cast<bool>(std::ofstream(stem + ".rollout.png", std::ios::binary)
+                                   << resp.rollout_png());
       line += ",\"png\":" + JsonString(stem + ".rollout.png");
+    }
+    if (!written) {
+      std::cout << ErrorLine(file, "CLIENT", "cannot write results under " + out_dir)
+                << std::endl;
+      ++failures;
+      continue;
     }
     if (resp.classes_size() > 0) line += ",\"label\":" + JsonString(resp.classes(0).label());
     std::cout << line << "}" << std::endl;

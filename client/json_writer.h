@@ -1,6 +1,7 @@
 // Tiny JSON output helpers for the client's line-oriented output.
 #pragma once
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -30,9 +31,11 @@ inline std::string JsonString(std::string_view s) {
   return out + "\"";
 }
 
+// A JSON number (9 significant digits, so floats read back exactly); null when not finite.
 inline std::string JsonNumber(double v) {
+  if (!std::isfinite(v)) return "null";
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
   return buf;
 }
 

@@ -3,7 +3,7 @@
 Per layer, heads are fused (mean, max or min) into one [N, N] map; signed maps (M-DGSA's
 g*A+ - (1-g)*A-) are first handled as `raw`, `clamp` (negative weights dropped; the default)
 or `abs`. Optionally the smallest `discard_ratio` of each row's weights (never the class
-token column) are zeroed. Then A' = (A + I) with rows normalised to sum 1 (a row whose sum is
+token column) are zeroed; among equal weights the lowest column index goes first. Then A' = (A + I) with rows normalised to sum 1 (a row whose sum is
 below 1e-12 in magnitude is left as the identity row), and the rollout is the product
 A'_L ... A'_start. The server implements the same function (server/explain/rollout.cc).
 """
@@ -47,7 +47,8 @@ def rollout(layers: List[torch.Tensor], head_fusion: str = "mean", signed: str =
             k = int(discard_ratio * (n - 1))  # per row, among the non-class-token columns
             if k > 0:
                 body = a[:, 1:]
-                idx = body.abs().argsort(dim=-1)[:, :k]
+                # stable: among equal weights the lowest column index goes first
+                idx = torch.sort(body.abs(), dim=-1, stable=True).indices[:, :k]
                 body = body.scatter(-1, idx, 0.0)
                 a = torch.cat([a[:, :1], body], dim=-1)
         a = a + eye

@@ -54,6 +54,10 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
   for (const auto& o : config.outputs()) has_logits |= (o == "logits");
   if (!has_logits) return Invalid("outputs must include 'logits'");
   if (config.max_batch_size() < 0) return Invalid("max_batch_size must be >= 0");
+  if (config.token_grid_size() != 0 &&
+      (config.token_grid_size() != 2 || config.token_grid(0) <= 0 || config.token_grid(1) <= 0)) {
+    return Invalid("token_grid must be [rows, cols] with positive entries");
+  }
   return absl::OkStatus();
 }
 

@@ -19,7 +19,8 @@ absl::StatusOr<Explanation> BuildExplanation(const NamedTensors& maps,
   if (layers == 0) return absl::InvalidArgumentError("model returned no attention maps");
   const int64_t tokens = maps.at("attention.0").size(-1);
   const int64_t patches = static_cast<int64_t>(options.grid_h) * options.grid_w;
-  const bool grid_ok = patches > 0 && tokens == patches + 1;
+  const bool grid_ok =
+      options.grid_h > 0 && options.grid_w > 0 && tokens == patches + 1;
   if ((options.rollout || options.gates) && !grid_ok) {
     return absl::InvalidArgumentError(absl::StrCat(
         "model's token grid ", options.grid_h, "x", options.grid_w,
@@ -38,6 +39,9 @@ absl::StatusOr<Explanation> BuildExplanation(const NamedTensors& maps,
     if (gate_layers == 0) return absl::InvalidArgumentError("model has no gate maps");
     for (int l = 0; l < gate_layers; ++l) {
       const at::Tensor g = maps.at(absl::StrCat("gate.", l));  // [H, N]
+      if (g.dim() != 2 || g.size(1) != tokens) {
+        return absl::InvalidArgumentError(absl::StrCat("gate map ", l, " is not [H, ", tokens, "]"));
+      }
       out.gates.push_back(
           g.narrow(1, 1, patches).reshape({g.size(0), options.grid_h, options.grid_w})
               .to(at::kFloat).contiguous());

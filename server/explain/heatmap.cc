@@ -19,7 +19,12 @@ absl::StatusOr<std::string> RenderOverlayPng(const at::Tensor& map,
     cv::Mat image = cv::imdecode(raw, cv::IMREAD_COLOR);
     if (image.empty()) return absl::InvalidArgumentError("heatmap input image cannot be decoded");
     at::Tensor m = map.to(at::kFloat).contiguous();
-    const float lo = m.min().item<float>(), hi = m.max().item<float>();
+    // Scale by the finite values only; non-finite ones are drawn as the minimum.
+    const at::Tensor finite = at::isfinite(m);
+    const at::Tensor values = m.masked_select(finite);
+    const float lo = values.numel() ? values.min().item<float>() : 0.f;
+    const float hi = values.numel() ? values.max().item<float>() : 0.f;
+    m = at::where(finite, m, at::full_like(m, lo));
     m = hi > lo ? (m - lo) / (hi - lo) : at::zeros_like(m);
     at::Tensor bytes = (m * 255.0f).round().clamp(0, 255).to(at::kByte).contiguous();
     cv::Mat small(static_cast<int>(m.size(0)), static_cast<int>(m.size(1)), CV_8UC1,

@@ -49,7 +49,9 @@ absl::StatusOr<at::Tensor> AttentionRollout(const std::vector<at::Tensor>& layer
     const int64_t k = static_cast<int64_t>(options.discard_ratio * static_cast<double>(n - 1));
     if (k > 0) {
       at::Tensor body = a.narrow(1, 1, n - 1);
-      const at::Tensor idx = std::get<1>(body.abs().sort(-1)).narrow(1, 0, k);
+      // Stable: among equal weights the lowest column index is discarded first.
+      const at::Tensor idx =
+          std::get<1>(body.abs().sort(/*stable=*/true, -1, /*descending=*/false)).narrow(1, 0, k);
       body = body.scatter(-1, idx, 0.0);
       a = at::cat({a.narrow(1, 0, 1), body}, 1);
     }

@@ -67,7 +67,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{R"({"task":"image_classification","input":{"shape":[1,28,28]},"labels":[],"outputs":["logits"]})",
                 "labels"},
         BadCase{R"({"task":"image_classification","input":{"shape":[1,28,28]},"labels":["a"],"outputs":["x"]})",
-                "logits"}));
+                "logits"},
+        BadCase{R"({"task":"image_classification","input":{"shape":[1,28,28]},"labels":["a"],"outputs":["logits"],"token_grid":[-2,-2]})",
+                "token_grid"}));
 
 }  // namespace
 }  // namespace gatescope

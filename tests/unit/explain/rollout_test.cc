@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <opencv2/imgcodecs.hpp>
+#include <limits>
 #include <vector>
 
+#include "server/explain/explanation.h"
 #include "server/explain/heatmap.h"
 
 namespace gatescope {
@@ -81,6 +83,38 @@ TEST(HeatmapTest, OverlayHasTheInputsSize) {
   EXPECT_EQ(decoded.rows, 40);
   EXPECT_EQ(decoded.cols, 60);
   EXPECT_FALSE(RenderOverlayPng(at::rand({4, 4}), "junk").ok());
+  at::Tensor odd = at::rand({4, 4});
+  odd[1][1] = std::numeric_limits<float>::quiet_NaN();
+  odd[2][2] = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(RenderOverlayPng(odd, std::string(buf.begin(), buf.end())).ok());
+  EXPECT_TRUE(RenderOverlayPng(at::zeros({4, 4}), std::string(buf.begin(), buf.end())).ok());
+}
+
+TEST(ExplanationTest, ShapesAreCheckedAgainstTheGrid) {
+  NamedTensors maps{{"attention.0", at::full({2, 5, 5}, 0.2)},
+                    {"attention.1", at::full({2, 5, 5}, 0.2)},
+                    {"gate.0", at::rand({2, 5})}};
+  ExplainOptions o;
+  o.rollout = o.gates = true;
+  o.grid_h = o.grid_w = 2;
+  o.attention_layers = {1};
+  auto ok = BuildExplanation(maps, o);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->rollout.sizes(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(ok->gates.size(), 1u);
+  EXPECT_EQ(ok->gates[0].sizes(), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_TRUE(at::allclose(ok->gates[0].reshape({2, 4}), maps.at("gate.0").narrow(1, 1, 4)));
+  EXPECT_EQ(CountLayers(maps, "attention"), 2);
+
+  ExplainOptions bad_grid = o;
+  bad_grid.grid_h = bad_grid.grid_w = -2;  // (-2)(-2) + 1 == 5 tokens, still refused
+  EXPECT_EQ(BuildExplanation(maps, bad_grid).status().code(), absl::StatusCode::kInvalidArgument);
+  NamedTensors short_gate = maps;
+  short_gate["gate.0"] = at::rand({2, 3});
+  EXPECT_EQ(BuildExplanation(short_gate, o).status().code(), absl::StatusCode::kInvalidArgument);
+  ExplainOptions bad_layer = o;
+  bad_layer.attention_layers = {2};
+  EXPECT_EQ(BuildExplanation(maps, bad_layer).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
