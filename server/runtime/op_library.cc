@@ -2,8 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <ATen/core/dispatch/Dispatcher.h>
-
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -18,12 +16,6 @@ absl::Status LoadOpLibrary(const std::string& path) {
     return absl::InternalError(absl::StrCat("cannot load op library ", path, ": ", dlerror()));
   }
   return absl::OkStatus();
-}
-
-bool GatescopeOpsRegistered() {
-  return c10::Dispatcher::singleton()
-      .findSchema({"gatescope::dgsa_attention", ""})
-      .has_value();
 }
 
 }  // namespace gatescope

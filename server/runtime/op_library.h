@@ -12,7 +12,4 @@ namespace gatescope {
 // NOT_FOUND if the file is missing, INTERNAL with dlerror() text otherwise.
 absl::Status LoadOpLibrary(const std::string& path);
 
-// True once the `gatescope` op namespace is registered with the dispatcher.
-bool GatescopeOpsRegistered();
-
 }  // namespace gatescope

@@ -1,12 +1,11 @@
 #include "server/frontend/grpc/inference_service.h"
 
 #include <algorithm>
-#include <chrono>
-#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/status_mapping.h"
 #include "server/explain/explanation.h"
 #include "server/explain/heatmap.h"
@@ -36,52 +35,9 @@ absl::Status CheckInput(bool has_input, bool is_image, const std::string& image,
   return is_image ? absl::OkStatus() : CheckTensor(tensor);
 }
 
-// One call on one model: finishes the reactor exactly once, recording the outcome in the
-// model's metrics. Copyable; the reactor and model outlive every copy's use.
-struct ModelCall {
-  grpc::ServerUnaryReactor* reactor;
-  std::shared_ptr<ServedModel> model;
-  std::chrono::steady_clock::time_point start;
-
-  void Finish(const absl::Status& status) const {
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    model->metrics->RecordRequest(StatusCodeName(status.code()), took.count());
-    reactor->Finish(ToGrpcStatus(status));
-  }
-};
-
-// Finds the model and checks it can take work now. On failure `reactor` (the call's one
-// default reactor) is already finished and nullopt comes back.
-std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
-                                        const ModelRepository& repository,
-                                        const std::string& name, const std::string& version,
-                                        bool shutting_down) {
-  auto found = repository.Find(name, version);
-  if (!found.ok()) {
-    reactor->Finish(ToGrpcStatus(found.status()));
-    return std::nullopt;
-  }
-  ModelCall call{reactor, *std::move(found), std::chrono::steady_clock::now()};
-  if (shutting_down) {
-    call.Finish(absl::UnavailableError("server is shutting down"));
-    return std::nullopt;
-  }
-  if (!call.model->ready()) {
-    call.Finish(absl::UnavailableError(absl::StrCat("model '", call.model->name,
-                                                    "' failed to load: ",
-                                                    call.model->load_status.message())));
-    return std::nullopt;
-  }
-  return call;
-}
-
 // Queues `item` for the call's model with the call's deadline and cancellation.
 void Submit(const ModelCall& call, grpc::CallbackServerContext* context, WorkItem item) {
-  item.cancelled = [context] { return context->IsCancelled(); };
-  const auto deadline = context->deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    item.deadline = absl::FromChrono(deadline);
-  }
+  AttachCallContext(context, item);
   if (absl::Status st = call.model->scheduler->Enqueue(std::move(item)); !st.ok()) {
     call.Finish(st);
   }

@@ -1,11 +1,11 @@
 #include "server/frontend/grpc/kserve_service.h"
 
-#include <chrono>
 #include <map>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "server/frontend/grpc/kserve_codec.h"
+#include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/status_mapping.h"
 
 namespace gatescope {
@@ -35,10 +35,10 @@ void FromHistogram(kv::StatisticDuration* d, prometheus::Histogram* h) {
 // arrived. Shared by the call's work items; thread-safe.
 class InferCall {
  public:
-  InferCall(grpc::ServerUnaryReactor* reactor, std::shared_ptr<ServedModel> model,
-            const kv::ModelInferRequest* request, kv::ModelInferResponse* response, size_t n)
-      : reactor_(reactor), model_(std::move(model)), request_(request), response_(response),
-        results_(n), remaining_(n), start_(std::chrono::steady_clock::now()) {}
+  InferCall(ModelCall call, const kv::ModelInferRequest* request,
+            kv::ModelInferResponse* response, size_t n)
+      : call_(std::move(call)), model_(call_.model), request_(request), response_(response),
+        results_(n), remaining_(n) {}
 
   // Records example i's result; the last one builds the response and finishes the call.
   void Complete(size_t i, absl::StatusOr<NamedTensors> result) {
@@ -56,9 +56,7 @@ class InferCall {
         st = absl::InternalError(absl::StrCat("building the response failed: ", e.what()));
       }
     }
-    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start_;
-    model_->metrics->RecordRequest(StatusCodeName(st.code()), took.count());
-    reactor_->Finish(ToGrpcStatus(st));
+    call_.Finish(st);
   }
 
  private:
@@ -87,7 +85,7 @@ class InferCall {
     return absl::OkStatus();
   }
 
-  grpc::ServerUnaryReactor* const reactor_;
+  const ModelCall call_;
   const std::shared_ptr<ServedModel> model_;
   const kv::ModelInferRequest* const request_;
   kv::ModelInferResponse* const response_;
@@ -95,7 +93,6 @@ class InferCall {
   std::vector<std::optional<NamedTensors>> results_;
   size_t remaining_ ABSL_GUARDED_BY(mu_);
   absl::Status error_;
-  const std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace
@@ -171,26 +168,26 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
 grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
                                                     const kv::ModelInferRequest* request,
                                                     kv::ModelInferResponse* response) {
-  auto found = repository_->Find(request->model_name(), request->model_version());
-  if (!found.ok()) return Done(ctx, found.status());
-  std::shared_ptr<ServedModel> model = *std::move(found);
-  if (shutting_down_.load()) return Done(ctx, absl::UnavailableError("server is shutting down"));
-  if (!model->ready()) {
-    return Done(ctx, absl::UnavailableError(
-                         absl::StrCat("model '", model->name, "' failed to load: ",
-                                      model->load_status.message())));
-  }
+  auto* reactor = ctx->DefaultReactor();
+  auto begun = BeginModelCall(reactor, *repository_, request->model_name(),
+                              request->model_version(), shutting_down_.load());
+  if (!begun) return reactor;
+  const std::shared_ptr<ServedModel> model = begun->model;
+  auto fail = [&](const absl::Status& st) {
+    begun->Finish(st);
+    return reactor;
+  };
   for (const auto& o : request->outputs()) {
     bool known = false;
     for (const auto& name : model->config.outputs()) known |= (name == o.name());
     if (!known) {
-      return Done(ctx, absl::InvalidArgumentError(
-                           absl::StrCat("model has no output '", o.name(), "'")));
+      return fail(
+          absl::InvalidArgumentError(absl::StrCat("model has no output '", o.name(), "'")));
     }
   }
   auto makers = SplitInferInputs(*request, model->config.input());
-  if (!makers.ok()) return Done(ctx, makers.status());
-  if (makers->empty()) return Done(ctx, absl::InvalidArgumentError("ModelInfer: empty batch"));
+  if (!makers.ok()) return fail(makers.status());
+  if (makers->empty()) return fail(absl::InvalidArgumentError("ModelInfer: empty batch"));
 
   // Triton's request parameters: "priority" (1 = highest) and "timeout" (microseconds).
   int priority = 0;
@@ -198,30 +195,25 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
   if (auto it = request->parameters().find("priority"); it != request->parameters().end()) {
     const int64_t p = it->second.int64_param();
     if (p < 0 || p > kMaxPriorityLevels) {
-      return Done(ctx, absl::InvalidArgumentError("priority parameter out of range"));
+      return fail(absl::InvalidArgumentError("priority parameter out of range"));
     }
     priority = static_cast<int>(p);
   }
   if (auto it = request->parameters().find("timeout"); it != request->parameters().end()) {
     const int64_t us = it->second.int64_param();
     if (us < 0 || us > (int64_t{1} << 40)) {
-      return Done(ctx, absl::InvalidArgumentError("timeout parameter out of range"));
+      return fail(absl::InvalidArgumentError("timeout parameter out of range"));
     }
     timeout = absl::Microseconds(us);
   }
-  auto* reactor = ctx->DefaultReactor();
-  auto call = std::make_shared<InferCall>(reactor, model, request, response, makers->size());
-  const auto deadline = ctx->deadline();
+  auto call = std::make_shared<InferCall>(*begun, request, response, makers->size());
   for (size_t i = 0; i < makers->size(); ++i) {
     WorkItem item;
     item.make_input = std::move((*makers)[i]);
-    item.done = [call, i, model](absl::StatusOr<NamedTensors> r) { call->Complete(i, std::move(r)); };
-    item.cancelled = [ctx] { return ctx->IsCancelled(); };
+    item.done = [call, i](absl::StatusOr<NamedTensors> r) { call->Complete(i, std::move(r)); };
     item.priority = priority;
     item.timeout = timeout;
-    if (deadline != std::chrono::system_clock::time_point::max()) {
-      item.deadline = absl::FromChrono(deadline);
-    }
+    AttachCallContext(ctx, item);
     if (absl::Status st = model->scheduler->Enqueue(std::move(item)); !st.ok()) {
       // This and the remaining examples never run; the call still finishes exactly once.
       for (size_t j = i; j < makers->size(); ++j) call->Complete(j, st);

@@ -1,0 +1,46 @@
+#include "server/frontend/grpc/model_call.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "server/frontend/grpc/status_mapping.h"
+
+namespace gatescope {
+
+void ModelCall::Finish(const absl::Status& status) const {
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  model->metrics->RecordRequest(StatusCodeName(status.code()), took.count());
+  reactor->Finish(ToGrpcStatus(status));
+}
+
+std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
+                                        const ModelRepository& repository,
+                                        const std::string& name, const std::string& version,
+                                        bool shutting_down) {
+  auto found = repository.Find(name, version);
+  if (!found.ok()) {
+    reactor->Finish(ToGrpcStatus(found.status()));
+    return std::nullopt;
+  }
+  ModelCall call{reactor, *std::move(found), std::chrono::steady_clock::now()};
+  if (shutting_down) {
+    call.Finish(absl::UnavailableError("server is shutting down"));
+    return std::nullopt;
+  }
+  if (!call.model->ready()) {
+    call.Finish(absl::UnavailableError(absl::StrCat("model '", call.model->name,
+                                                    "' failed to load: ",
+                                                    call.model->load_status.message())));
+    return std::nullopt;
+  }
+  return call;
+}
+
+void AttachCallContext(grpc::CallbackServerContext* context, WorkItem& item) {
+  item.cancelled = [context] { return context->IsCancelled(); };
+  const auto deadline = context->deadline();
+  if (deadline != std::chrono::system_clock::time_point::max()) {
+    item.deadline = absl::FromChrono(deadline);
+  }
+}
+
+}  // namespace gatescope
