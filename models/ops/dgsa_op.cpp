@@ -1,4 +1,4 @@
-// Schema of the gatescope op library, declared once.
+// Argument validation of gatescope::dgsa_attention.
 #include "dgsa_op.h"
 
 #include <cmath>
@@ -40,9 +40,3 @@ DgsaShape CheckDgsaArgs(const at::Tensor& q_pos, const at::Tensor& k_pos,
 }
 
 }  // namespace gatescope::ops
-
-TORCH_LIBRARY(gatescope, m) {
-  m.def(
-      "dgsa_attention(Tensor q_pos, Tensor k_pos, Tensor q_neg, Tensor k_neg, Tensor v, "
-      "Tensor gate) -> Tensor");
-}

@@ -4,8 +4,7 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
-#include <cstdlib>
-
+#include "cpu/cpu_features.h"
 #include "dgsa_op.h"
 #include "gatescope/ops/dgsa_cpu_kernel.h"
 
@@ -32,27 +31,17 @@ void FloatRowsBaseline(const DgsaShape& shape, const DgsaPointers<float>& ptr, i
   FloatRowsBySize(shape, ptr, bh, r0, r1);
 }
 
-// The float kernel is compiled twice, for AVX2+FMA and for the baseline ISA, and chosen by
-// CPU features once. (target_clones with arch=haswell would dispatch on the CPU model,
-// not on its features.)
-#if defined(__x86_64__) && defined(__GNUC__)
-#define GS_HAVE_AVX2_PATH 1
-__attribute__((target("avx2,fma"))) void FloatRowsAvx2(const DgsaShape& shape,
-                                                      const DgsaPointers<float>& ptr,
-                                                      int64_t bh, int64_t r0, int64_t r1) {
+#if GS_HAVE_AVX2_PATH
+GS_TARGET_AVX2 void FloatRowsAvx2(const DgsaShape& shape, const DgsaPointers<float>& ptr,
+                                  int64_t bh, int64_t r0, int64_t r1) {
   FloatRowsBySize(shape, ptr, bh, r0, r1);
 }
-#else
-#define GS_HAVE_AVX2_PATH 0
 #endif
 
 void Rows(const DgsaShape& shape, const DgsaPointers<float>& ptr, int64_t bh, int64_t r0,
           int64_t r1) {
 #if GS_HAVE_AVX2_PATH
-  // GATESCOPE_DISABLE_AVX2 (any value) forces the baseline path, e.g. to test it.
-  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                           std::getenv("GATESCOPE_DISABLE_AVX2") == nullptr;
-  if (avx2) return FloatRowsAvx2(shape, ptr, bh, r0, r1);
+  if (UseAvx2()) return FloatRowsAvx2(shape, ptr, bh, r0, r1);
 #endif
   FloatRowsBaseline(shape, ptr, bh, r0, r1);
 }

@@ -1,0 +1,107 @@
+// CPU backend of gatescope::dar_attention: the streaming kernel run over
+// (head, row-block) tasks with at::parallel_for.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include "cpu/cpu_features.h"
+#include "dar_op.h"
+#include "gatescope/ops/dar_cpu_kernel.h"
+
+namespace gatescope::ops {
+namespace {
+
+constexpr int64_t kRowBlock = 32;
+
+// Fixed-size loops for common head sizes, the generic kernel otherwise; forced inline so
+// each ISA-specific caller below gets its own compiled copy.
+GS_KERNEL_INLINE void FloatRowsBySize(const DarShape& shape, const DarPointers<float>& ptr,
+                                      int64_t bh, int64_t r0, int64_t r1) {
+  const auto d = shape.d, dv = shape.dv;
+  if (d == 16 && dv == 16) return DarForwardRows<float, float, 16, 16>(shape, ptr, bh, r0, r1);
+  if (d == 32 && dv == 32) return DarForwardRows<float, float, 32, 32>(shape, ptr, bh, r0, r1);
+  if (d == 64 && dv == 64) return DarForwardRows<float, float, 64, 64>(shape, ptr, bh, r0, r1);
+  if (d == 8 && dv == 16) return DarForwardRows<float, float, 8, 16>(shape, ptr, bh, r0, r1);
+  DarForwardRows<float, float>(shape, ptr, bh, r0, r1);
+}
+
+void FloatRowsBaseline(const DarShape& shape, const DarPointers<float>& ptr, int64_t bh,
+                       int64_t r0, int64_t r1) {
+  FloatRowsBySize(shape, ptr, bh, r0, r1);
+}
+
+#if GS_HAVE_AVX2_PATH
+GS_TARGET_AVX2 void FloatRowsAvx2(const DarShape& shape, const DarPointers<float>& ptr,
+                                  int64_t bh, int64_t r0, int64_t r1) {
+  FloatRowsBySize(shape, ptr, bh, r0, r1);
+}
+#endif
+
+void Rows(const DarShape& shape, const DarPointers<float>& ptr, int64_t bh, int64_t r0,
+          int64_t r1) {
+#if GS_HAVE_AVX2_PATH
+  if (UseAvx2()) return FloatRowsAvx2(shape, ptr, bh, r0, r1);
+#endif
+  FloatRowsBaseline(shape, ptr, bh, r0, r1);
+}
+
+void Rows(const DarShape& shape, const DarPointers<double>& ptr, int64_t bh, int64_t r0,
+          int64_t r1) {
+  DarForwardRows<double, double>(shape, ptr, bh, r0, r1);
+}
+
+template <typename T>
+void RunCpu(const DarShape& shape, const DarPointers<T>& ptr) {
+  const int64_t row_blocks = (shape.nq + kRowBlock - 1) / kRowBlock;
+  at::parallel_for(0, shape.batch * shape.heads * row_blocks, 1,
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t task = begin; task < end; ++task) {
+                       const int64_t bh = task / row_blocks;
+                       const int64_t r0 = (task % row_blocks) * kRowBlock;
+                       Rows(shape, ptr, bh, r0, std::min(shape.nq, r0 + kRowBlock));
+                     }
+                   });
+}
+
+std::tuple<at::Tensor, at::Tensor> DarAttentionCpu(
+    const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in,
+    const c10::optional<at::Tensor>& key_padding_mask, bool causal, double lam, double rho,
+    double alpha, double beta, int64_t steps) {
+  const DarShape shape =
+      CheckDarArgs(q_in, k_in, v_in, key_padding_mask, {causal, lam, rho, alpha, beta, steps});
+  const auto in_type = q_in.scalar_type();
+  // Reduced precision runs in float and is cast back.
+  const auto work_type = (in_type == at::kDouble) ? at::kDouble : at::kFloat;
+  auto prep = [&](const at::Tensor& t) { return t.to(work_type).contiguous(); };
+  const at::Tensor q = prep(q_in), k = prep(k_in), v = prep(v_in);
+  const at::Tensor mask = DarMaskBytes(key_padding_mask);
+  at::Tensor out = at::empty({shape.batch, shape.heads, shape.nq, shape.dv}, q.options());
+  at::Tensor row_stats =
+      at::zeros({shape.batch, shape.heads, shape.nq, 2}, q.options().dtype(at::kFloat));
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    DarPointers<T> p;
+    p.q = q.data_ptr<T>();
+    p.k = k.data_ptr<T>();
+    p.v = v.data_ptr<T>();
+    p.key_mask = mask.defined() ? mask.data_ptr<uint8_t>() : nullptr;
+    p.out = out.data_ptr<T>();
+    p.row_stats = row_stats.data_ptr<float>();
+    RunCpu<T>(shape, p);
+  };
+  if (shape.nq > 0 && shape.batch * shape.heads > 0) {
+    if (work_type == at::kDouble) {
+      run(double{});
+    } else {
+      run(float{});
+    }
+  }
+  return {out.to(in_type), DarCrossingFraction(row_stats, in_type)};
+}
+
+}  // namespace
+}  // namespace gatescope::ops
+
+TORCH_LIBRARY_IMPL(gatescope, CPU, m) {
+  m.impl("dar_attention", &gatescope::ops::DarAttentionCpu);
+}
