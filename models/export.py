@@ -3,8 +3,13 @@
 
 Writes <repo>/<name>/<version>/model.pt with the metadata JSON stored in the archive as the
 extra file `gatescope.json` (task, input spec and normalisation, class names, token grid,
-map kinds, required op library), and <repo>/<name>/README.md (the model card).
-M-DGSA layers are routed through the fused op, so the op library must be built.
+map kinds, layer and head counts, required op library) and the training record as
+`training.json`, and <repo>/<name>/README.md (the model card). Every attention layer is
+routed through the fused ops, so the op library must be built.
+
+--ckpt takes a training checkpoint (train_classifier.py's .ckpt) or an exported model.pt
+(its weights and training.json), so a shipped model can be re-exported after a change of
+the model contract without retraining.
 
 Usage: /usr/bin/python3 models/export.py --ckpt build/train/dgvit.ckpt --name dgvit_fmnist
 """
@@ -21,28 +26,69 @@ from gatescope.data import fashion_mnist  # noqa: E402
 from gatescope.networks import VitConfig, build_classifier  # noqa: E402
 
 METADATA_FILE = "gatescope.json"
+TRAINING_FILE = "training.json"
+ARCH_TITLES = {"dgvit": "DGViT (M-DGSA)", "vit": "ViT", "diffvit": "DiffAttn-ViT"}
+
+
+def map_kinds(cfg: VitConfig):
+    kinds = ["attention"]
+    if cfg.arch == "dgvit":
+        kinds.append("gate")
+    if cfg.dar:
+        kinds += ["resonance", "vigilance"]
+    return kinds
+
+
+def output_names(cfg: VitConfig):
+    names = ["logits"]
+    if cfg.arch == "dgvit":
+        names.append("gate_mean")
+    if cfg.dar:
+        names.append("vigilance_mean")
+    return names
 
 
 def metadata_for(name, cfg: VitConfig):
     grid = cfg.image_size // cfg.patch_size
-    return {
+    meta = {
         "name": name,
         "task": "image_classification",
         "arch": cfg.arch,
         "input": {"shape": [cfg.in_channels, cfg.image_size, cfg.image_size], "color": "gray",
                   "scale": 1.0 / 255.0, "mean": [fashion_mnist.MEAN], "std": [fashion_mnist.STD]},
         "labels": fashion_mnist.CLASS_NAMES,
-        "outputs": ["logits"],
+        "outputs": output_names(cfg),
         "token_grid": [grid, grid],
         "cls_token": True,
-        "maps": ["attention", "gate"] if cfg.arch == "dgvit" else ["attention"],
-        "required_ops": ["gatescope"] if cfg.arch == "dgvit" else [],
+        "maps": map_kinds(cfg),
+        "required_ops": ["gatescope"],
         "max_batch_size": 64,
+        "layers": cfg.depth,
+        "heads": cfg.heads,
     }
+    if cfg.dar:
+        meta["dar"] = {"strength": cfg.dar_lambda, "vigilance": cfg.dar_rho,
+                       "sharpness": cfg.dar_alpha, "beta": cfg.dar_beta, "steps": cfg.dar_steps}
+    return meta
+
+
+def read_checkpoint(path):
+    """A training record with "state_dict", "config", "history", ... from a .ckpt or an
+    exported model.pt."""
+    path = str(path)
+    if path.endswith(".ckpt"):
+        return torch.load(path, map_location="cpu")
+    extra = {TRAINING_FILE: ""}
+    module = torch.jit.load(path, map_location="cpu", _extra_files=extra)
+    if not extra[TRAINING_FILE]:
+        raise ValueError(f"{path} carries no {TRAINING_FILE}")
+    record = json.loads(extra[TRAINING_FILE])
+    record["state_dict"] = module.state_dict()
+    return record
 
 
 def load_model(ckpt_path):
-    ckpt = torch.load(ckpt_path, map_location="cpu")
+    ckpt = read_checkpoint(ckpt_path)
     cfg = VitConfig(**ckpt["config"])
     model = build_classifier(cfg)
     model.load_state_dict(ckpt["state_dict"])
@@ -59,27 +105,42 @@ def export(ckpt_path, name, repo, version="1"):
     out_dir = pathlib.Path(repo) / name / version
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "model.pt"
-    torch.jit.save(scripted, str(path), _extra_files={METADATA_FILE: json.dumps(meta)})
+    record = {k: v for k, v in ckpt.items() if k != "state_dict"}
+    tmp = out_dir / "model.pt.tmp"
+    torch.jit.save(scripted, str(tmp), _extra_files={METADATA_FILE: json.dumps(meta),
+                                                     TRAINING_FILE: json.dumps(record)})
+    tmp.replace(path)
     return path, meta, ckpt
 
 
 def write_card(repo, name, meta, ckpt):
     cfg = ckpt["config"]
     hist = ckpt["history"]
+    title = ARCH_TITLES[cfg["arch"]] + (" with DAR" if cfg.get("dar") else "")
+    dar_lines = []
+    if cfg.get("dar"):
+        dar_lines = [
+            "## DAR (differentiable adaptive resonance)",
+            f"Every attention logit gets the bounded prior lambda * sigmoid(alpha (c - rho)) with "
+            f"lambda = {cfg['dar_lambda']}, rho = {cfg['dar_rho']}, alpha = {cfg['dar_alpha']}, "
+            f"{cfg['dar_steps']} resonance step(s) (beta = {cfg['dar_beta']}); c is the "
+            "query-key cosine. Explain returns its resonance maps and vigilance-crossing "
+            "fractions Pr[c > rho].", ""]
     lines = [
         f"# {name}", "",
-        f"{cfg['arch'].upper()} image classifier for Fashion-MNIST (28x28 grayscale, 10 classes).", "",
+        f"{title} image classifier for Fashion-MNIST (28x28 grayscale, 10 classes).", "",
+        *dar_lines,
         "## Data",
         f"- Trained on the Fashion-MNIST train split ({ckpt['train_images']} images) from Debian's "
         "`dataset-fashion-mnist` package; the 10,000 test images were never trained on.",
         "- Augmentation: random horizontal flip.", "",
         "## Config",
         "| key | value |", "| --- | --- |",
-        *[f"| {k} | {v} |" for k, v in cfg.items()],
+        *[f"| {k} | {v} |" for k, v in cfg.items() if cfg.get("dar") or not k.startswith("dar_")],
         f"| parameters | {ckpt['parameters']} |", "",
         "## Training",
         f"- Command: `{ckpt['command']}` (Debian's /usr/bin/python3; "
-        "`scripts/train_default_models.sh` retrains and re-exports both shipped models)",
+        "`scripts/train_default_models.sh` retrains and re-exports the shipped models)",
         f"- Epochs: {len(hist)}, AdamW (weight decay 0.01), cosine schedule with warm-up, "
         f"batch 128, {ckpt['threads']} CPU thread(s), seed {ckpt['seed']}; "
         f"{ckpt['train_seconds'] / 60:.1f} min on a 2-core CPU machine.", "",

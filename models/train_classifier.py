@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Trains a ViT or DGViT classifier on Fashion-MNIST (train split only) and evaluates it on
+"""Trains a ViT, DGViT or DiffAttn-ViT classifier (optionally with DAR) on Fashion-MNIST (train split only) and evaluates it on
 the 10,000 test images. Writes <out>.pt (state dict + config + metrics) for export.py.
 
 Usage: /usr/bin/python3 models/train_classifier.py --arch dgvit --epochs 10 --out build/dgvit
@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from gatescope.data import fashion_mnist  # noqa: E402
-from gatescope.networks import VitConfig, build_classifier  # noqa: E402
+from gatescope.networks import ARCHS, VitConfig, build_classifier  # noqa: E402
 
 
 def to_tensor(images: np.ndarray) -> torch.Tensor:
@@ -47,7 +47,7 @@ def param_groups(model, weight_decay):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--arch", choices=["dgvit", "vit"], default="dgvit")
+    ap.add_argument("--arch", choices=ARCHS, default="dgvit")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
@@ -58,17 +58,21 @@ def main(argv=None):
     ap.add_argument("--limit", type=int, default=0, help="use only the first N train images")
     ap.add_argument("--data-dir", default=str(fashion_mnist.DEFAULT_DIR))
     ap.add_argument("--out", required=True, help="output path prefix")
-    for f in dataclasses.fields(VitConfig):
-        if f.name not in ("arch", "num_classes", "image_size", "in_channels"):
-            ap.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
+    fixed = ("arch", "num_classes", "image_size", "in_channels")
+    tunable = [f for f in dataclasses.fields(VitConfig) if f.name not in fixed]
+    for f in tunable:
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(f.default, bool):
+            ap.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            ap.add_argument(flag, type=type(f.default), default=f.default)
     args = ap.parse_args(argv)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    cfg = VitConfig(arch=args.arch, patch_size=args.patch_size, dim=args.dim, depth=args.depth,
-                    heads=args.heads, mlp_ratio=args.mlp_ratio, dropout=args.dropout,
-                    lambda_init=args.lambda_init)
+    cfg = VitConfig(arch=args.arch, **{f.name: getattr(args, f.name) for f in tunable})
+    cfg.dar_params()  # validates the DAR settings before any data is read
 
     train_x, train_y = fashion_mnist.load_split("train", args.data_dir)
     test_x, test_y = fashion_mnist.load_split("t10k", args.data_dir)

@@ -49,10 +49,11 @@ def test_fused_path_matches_eager(ops):
     assert torch.allclose(eager, fused, atol=1e-5)
 
 
-@pytest.mark.parametrize("arch", ["dgvit", "vit"])
-def test_export_round_trip(ops, tmp_path, arch):
+@pytest.mark.parametrize("arch,dar", [("dgvit", False), ("vit", False), ("diffvit", False),
+                                      ("vit", True), ("dgvit", True)])
+def test_export_round_trip(ops, tmp_path, arch, dar):
     from export import METADATA_FILE, metadata_for
-    model, cfg = small(arch)
+    model, cfg = small(arch, dar=dar)
     x = torch.randn(3, 1, 28, 28)
     with torch.no_grad():
         eager = model(x)["logits"]
@@ -74,5 +75,24 @@ def test_export_round_trip(ops, tmp_path, arch):
     for a, b in zip(maps["attention"], eager_maps["attention"]):
         assert torch.allclose(a, b, atol=1e-6)
     if arch == "dgvit":
-        assert "gatescope::dgsa_attention" in str(loaded.inlined_graph)
         assert maps["gate"][0].shape == (3, cfg.heads, 17)
+    fused_op = "dgsa_attention" if arch == "dgvit" and not dar else "dar_attention"
+    assert f"gatescope::{fused_op}" in str(loaded.inlined_graph)
+    if dar:
+        assert maps["resonance"][0].shape == (3, cfg.heads, 17, 17)
+        assert maps["vigilance"][0].shape == (3, cfg.heads)
+    # The layer-at-a-time contract gives the same maps as explain().
+    with torch.no_grad():
+        t = loaded.explain_begin(x)
+        for layer in range(cfg.depth):
+            t, one = loaded.explain_layer(t, layer)
+            assert set(one) == set(meta["maps"])
+            for kind, m in one.items():
+                assert torch.equal(m, maps[kind][layer])
+        assert torch.equal(loaded.explain_end(t)["logits"], maps["logits"][0])
+        out = loaded(x)
+    assert sorted(out) == sorted(meta["outputs"])
+    for name in meta["outputs"]:
+        assert out[name].shape[0] == 3
+        if name != "logits":
+            assert out[name].shape == (3, cfg.depth)

@@ -10,13 +10,20 @@ followed by a head-wise RMSNorm scaled by (1 - lambda_init), concatenation, W_O,
 The fused path calls torch.ops.gatescope.dgsa_attention, which computes
 g softmax(Q+K+^T)V - (1-g) softmax(Q-K-^T)V without materialising any N x N map.
 It is an inference kernel (no autograd); train with the eager path.
+
+With the DAR option both branches' logits get the resonance prior (each from its own
+cosines); the fused path then runs gatescope.dar_attention per branch and mixes the two
+outputs with the gate. Explain reports the excitatory branch's resonance map and the
+vigilance-crossing fraction averaged over both branches.
 """
-import math
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
-import torch.nn.functional as F
+
+from gatescope.attention.dar import DarParams
+from gatescope.attention.dar_settings import DarSettings
+from gatescope.attention.softmax_maps import fused_attention, softmax_map
 
 
 def dgsa_reference(q_pos, k_pos, q_neg, k_neg, v, gate):
@@ -25,13 +32,16 @@ def dgsa_reference(q_pos, k_pos, q_neg, k_neg, v, gate):
     return out
 
 
+def mix(a_pos, a_neg, gate):
+    g = gate.unsqueeze(-1)
+    return g * a_pos - (1.0 - g) * a_neg
+
+
 def dgsa_reference_maps(q_pos, k_pos, q_neg, k_neg, v, gate):
     """Returns (out, fused map A [B,H,N,N], gate) using explicit softmax maps."""
-    scale = 1.0 / math.sqrt(q_pos.shape[-1])
-    a_pos = torch.softmax(torch.matmul(q_pos, k_pos.transpose(-1, -2)) * scale, dim=-1)
-    a_neg = torch.softmax(torch.matmul(q_neg, k_neg.transpose(-1, -2)) * scale, dim=-1)
-    g = gate.unsqueeze(-1)
-    fused = g * a_pos - (1.0 - g) * a_neg
+    a_pos = softmax_map(q_pos, k_pos, False, 0.0, 0.0, 1.0, 0.0, 1)[0]
+    a_neg = softmax_map(q_neg, k_neg, False, 0.0, 0.0, 1.0, 0.0, 1)[0]
+    fused = mix(a_pos, a_neg, gate)
     return torch.matmul(fused, v), fused, gate
 
 
@@ -57,7 +67,8 @@ class MultiheadDGSA(nn.Module):
     """
 
     def __init__(self, dim: int, num_heads: int, lambda_init: float = 0.8,
-                 qk_residual: bool = True, use_fused: bool = False):
+                 qk_residual: bool = True, use_fused: bool = False,
+                 dar: Optional[DarParams] = None):
         super().__init__()
         if dim % (2 * num_heads) != 0:
             raise ValueError("dim must be divisible by 2*num_heads")
@@ -71,6 +82,7 @@ class MultiheadDGSA(nn.Module):
         self.out_proj = nn.Linear(dim, dim)
         self.qk_residual = qk_residual
         self.use_fused = use_fused
+        self.dar = DarSettings(dar)
 
     def _streams(self, x) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                    torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -93,17 +105,45 @@ class MultiheadDGSA(nn.Module):
             out = out + q
         return out
 
-    def forward(self, x):
+    def _branch_maps(self, q, k):
+        d = self.dar
+        return softmax_map(q, k, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
+
+    def forward(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """Returns (out, stats): stats "gate_mean" [B] (mean gate over heads and tokens) and,
+        with DAR, "vigilance_mean" [B] (crossing fraction over heads and both branches)."""
         b, n, _ = x.shape
         q_pos, k_pos, q_neg, k_neg, v, gate, q = self._streams(x)
-        if self.use_fused:
+        stats: Dict[str, torch.Tensor] = {"gate_mean": gate.mean(dim=(1, 2))}
+        d = self.dar
+        if self.use_fused and not d.enabled:
             heads = torch.ops.gatescope.dgsa_attention(q_pos, k_pos, q_neg, k_neg, v, gate)
+        elif self.use_fused:
+            o_pos, c_pos = fused_attention(q_pos, k_pos, v, True, d.lam, d.rho, d.alpha, d.beta,
+                                           d.steps)
+            o_neg, c_neg = fused_attention(q_neg, k_neg, v, True, d.lam, d.rho, d.alpha, d.beta,
+                                           d.steps)
+            g = gate.unsqueeze(-1)
+            heads = g * o_pos - (1.0 - g) * o_neg
+            stats["vigilance_mean"] = 0.5 * (c_pos + c_neg).mean(-1)
         else:
-            heads = dgsa_reference(q_pos, k_pos, q_neg, k_neg, v, gate)
-        return self._finish(heads, q, b, n)
+            a_pos, _r_pos, c_pos = self._branch_maps(q_pos, k_pos)
+            a_neg, _r_neg, c_neg = self._branch_maps(q_neg, k_neg)
+            heads = torch.matmul(mix(a_pos, a_neg, gate), v)
+            if c_pos is not None and c_neg is not None:
+                stats["vigilance_mean"] = 0.5 * (c_pos + c_neg).mean(-1)
+        return self._finish(heads, q, b, n), stats
 
     def forward_with_maps(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """Eager maps: attention (fused, signed) [B,H,N,N], gate [B,H,N]; with DAR also
+        resonance (excitatory branch) [B,H,N,N] and vigilance [B,H]."""
         b, n, _ = x.shape
         q_pos, k_pos, q_neg, k_neg, v, gate, q = self._streams(x)
-        heads, fused, g = dgsa_reference_maps(q_pos, k_pos, q_neg, k_neg, v, gate)
-        return self._finish(heads, q, b, n), {"attention": fused, "gate": g}
+        a_pos, r_pos, c_pos = self._branch_maps(q_pos, k_pos)
+        a_neg, _r_neg, c_neg = self._branch_maps(q_neg, k_neg)
+        fused = mix(a_pos, a_neg, gate)
+        maps: Dict[str, torch.Tensor] = {"attention": fused, "gate": gate}
+        if r_pos is not None and c_pos is not None and c_neg is not None:
+            maps["resonance"] = r_pos
+            maps["vigilance"] = 0.5 * (c_pos + c_neg)
+        return self._finish(torch.matmul(fused, v), q, b, n), maps

@@ -1,13 +1,22 @@
-"""Plain multi-head self-attention (the ViT baseline), with the same map interface as M-DGSA."""
-import math
-from typing import Dict, Tuple
+"""Plain multi-head self-attention (the ViT baseline), optionally with the DAR prior, with
+the same map interface as M-DGSA.
+
+forward(x) -> (out, stats): stats holds per-example summaries ("vigilance_mean": the DAR
+vigilance-crossing fraction averaged over heads, [B]) that the server turns into metrics.
+"""
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
 
+from gatescope.attention.dar import DarParams
+from gatescope.attention.dar_settings import DarSettings
+from gatescope.attention.softmax_maps import fused_attention, softmax_map
+
 
 class MultiheadSelfAttention(nn.Module):
-    def __init__(self, dim: int, num_heads: int):
+    def __init__(self, dim: int, num_heads: int, dar: Optional[DarParams] = None,
+                 use_fused: bool = False):
         super().__init__()
         if dim % num_heads != 0:
             raise ValueError("dim must be divisible by num_heads")
@@ -15,18 +24,44 @@ class MultiheadSelfAttention(nn.Module):
         self.head_dim = dim // num_heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out_proj = nn.Linear(dim, dim)
+        self.dar = DarSettings(dar)
+        self.use_fused = use_fused
 
-    def _attend(self, x):
+    def _qkv(self, x):
         b, n, _ = x.shape
         qkv = self.qkv(x).view(b, n, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        attn = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.head_dim), -1)
-        out = torch.matmul(attn, v).transpose(1, 2).reshape(b, n, -1)
-        return self.out_proj(out), attn
+        return qkv[0], qkv[1], qkv[2]
 
-    def forward(self, x):
-        return self._attend(x)[0]
+    def _finish(self, heads, b: int, n: int):
+        return self.out_proj(heads.transpose(1, 2).reshape(b, n, -1))
+
+    def forward(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        b, n, _ = x.shape
+        q, k, v = self._qkv(x)
+        d = self.dar
+        stats: Dict[str, torch.Tensor] = {}
+        if self.use_fused:
+            heads, crossing = fused_attention(q.contiguous(), k.contiguous(), v.contiguous(),
+                                              d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
+            if d.enabled:
+                stats["vigilance_mean"] = crossing.mean(-1)
+        else:
+            attn, _r, crossing = softmax_map(q, k, d.enabled, d.lam, d.rho, d.alpha, d.beta,
+                                            d.steps)
+            heads = torch.matmul(attn, v)
+            if crossing is not None:
+                stats["vigilance_mean"] = crossing.mean(-1)
+        return self._finish(heads, b, n), stats
 
     def forward_with_maps(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-        out, attn = self._attend(x)
-        return out, {"attention": attn}
+        """Eager maps: attention [B,H,N,N]; with DAR also resonance [B,H,N,N] and
+        vigilance [B,H]."""
+        b, n, _ = x.shape
+        q, k, v = self._qkv(x)
+        d = self.dar
+        attn, r, crossing = softmax_map(q, k, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
+        maps: Dict[str, torch.Tensor] = {"attention": attn}
+        if r is not None and crossing is not None:
+            maps["resonance"] = r
+            maps["vigilance"] = crossing
+        return self._finish(torch.matmul(attn, v), b, n), maps

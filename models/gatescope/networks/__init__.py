@@ -1,3 +1,3 @@
-from gatescope.networks.vit import VisionTransformer, VitConfig, build_classifier
+from gatescope.networks.vit import ARCHS, VisionTransformer, VitConfig, build_classifier
 
-__all__ = ["VisionTransformer", "VitConfig", "build_classifier"]
+__all__ = ["ARCHS", "VisionTransformer", "VitConfig", "build_classifier"]

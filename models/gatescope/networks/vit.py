@@ -1,22 +1,32 @@
-"""ViT and DGViT image classifiers sharing one backbone; only the attention differs.
+"""ViT, DGViT and DiffAttn-ViT image classifiers sharing one backbone; only the attention
+differs, and each may add the DAR resonance prior (`dar`).
 
-Both follow the DGSA paper's recipe: learnable class token and position embedding,
+All follow the DGSA paper's recipe: learnable class token and position embedding,
 pre-norm blocks, SwiGLU feed-forward. DGViT uses M-DGSA with its inner [Q+;Q-] residual.
-Model contract (TorchScript): forward(x) -> {"logits"}; explain(x) -> per-layer maps.
+
+Model contract (TorchScript):
+  forward(x) -> {"logits" [B, classes], and per-layer statistics [B, L]: "gate_mean"
+                 (M-DGSA) and "vigilance_mean" (DAR)}; predict stays on the fused ops.
+  explain_begin(x) -> tokens; explain_layer(tokens, l) -> (tokens, maps of layer l);
+  explain_end(tokens) -> {"logits"}: layer-at-a-time maps, so a caller holds one layer's
+  maps at a time. explain(x) -> every layer's maps at once (for Python tools).
 """
 import dataclasses
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import nn
 import torch.nn.functional as F
 
-from gatescope.attention import MultiheadDGSA, MultiheadSelfAttention
+from gatescope.attention import (DarParams, MultiheadDGSA, MultiheadDiffAttn,
+                                 MultiheadSelfAttention)
+
+ARCHS = ("dgvit", "vit", "diffvit")
 
 
 @dataclasses.dataclass
 class VitConfig:
-    arch: str = "dgvit"          # "dgvit" or "vit"
+    arch: str = "dgvit"          # "dgvit", "vit" or "diffvit"
     image_size: int = 28
     in_channels: int = 1
     patch_size: int = 4
@@ -26,7 +36,19 @@ class VitConfig:
     mlp_ratio: float = 4.0
     dropout: float = 0.05
     num_classes: int = 10
-    lambda_init: float = 0.8
+    lambda_init: float = 0.8     # M-DGSA's output scale (1 - lambda_init)
+    dar: bool = False            # add the DAR prior to every attention logit
+    dar_lambda: float = 0.4
+    dar_rho: float = 0.5
+    dar_alpha: float = 8.0
+    dar_beta: float = 0.0
+    dar_steps: int = 1
+
+    def dar_params(self) -> Optional[DarParams]:
+        if not self.dar:
+            return None
+        return DarParams(self.dar_lambda, self.dar_rho, self.dar_alpha, self.dar_beta,
+                         self.dar_steps)
 
 
 class SwiGLU(nn.Module):
@@ -41,23 +63,30 @@ class SwiGLU(nn.Module):
         return self.w_out(self.drop(F.silu(a) * b))
 
 
+def make_attention(cfg: VitConfig, layer_index: int) -> nn.Module:
+    dar = cfg.dar_params()
+    if cfg.arch == "dgvit":
+        return MultiheadDGSA(cfg.dim, cfg.heads, cfg.lambda_init, qk_residual=True, dar=dar)
+    if cfg.arch == "vit":
+        return MultiheadSelfAttention(cfg.dim, cfg.heads, dar=dar)
+    if cfg.arch == "diffvit":
+        return MultiheadDiffAttn(cfg.dim, cfg.heads, layer_index, dar=dar)
+    raise ValueError(f"unknown arch {cfg.arch}")
+
+
 class Block(nn.Module):
-    def __init__(self, cfg: VitConfig):
+    def __init__(self, cfg: VitConfig, layer_index: int):
         super().__init__()
         self.norm1 = nn.LayerNorm(cfg.dim)
-        if cfg.arch == "dgvit":
-            self.attn = MultiheadDGSA(cfg.dim, cfg.heads, cfg.lambda_init, qk_residual=True)
-        elif cfg.arch == "vit":
-            self.attn = MultiheadSelfAttention(cfg.dim, cfg.heads)
-        else:
-            raise ValueError(f"unknown arch {cfg.arch}")
+        self.attn = make_attention(cfg, layer_index)
         self.norm2 = nn.LayerNorm(cfg.dim)
         self.ffn = SwiGLU(cfg.dim, int(cfg.dim * cfg.mlp_ratio), cfg.dropout)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x):
-        x = x + self.drop(self.attn(self.norm1(x)))
-        return x + self.drop(self.ffn(self.norm2(x)))
+    def forward(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        out, stats = self.attn(self.norm1(x))
+        x = x + self.drop(out)
+        return x + self.drop(self.ffn(self.norm2(x))), stats
 
     def forward_with_maps(self, x):
         out, maps = self.attn.forward_with_maps(self.norm1(x))
@@ -74,16 +103,15 @@ class VisionTransformer(nn.Module):
         self.patch_embed = nn.Conv2d(cfg.in_channels, cfg.dim, cfg.patch_size, cfg.patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim))
         self.pos_embed = nn.Parameter(torch.randn(1, self.grid * self.grid + 1, cfg.dim) * 0.02)
-        self.blocks = nn.ModuleList([Block(cfg) for _ in range(cfg.depth)])
+        self.blocks = nn.ModuleList([Block(cfg, i) for i in range(cfg.depth)])
         self.norm = nn.LayerNorm(cfg.dim)
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
         self.drop = nn.Dropout(cfg.dropout)
 
     def set_fused(self, enabled: bool):
-        """Routes M-DGSA forward() through the op library (inference only)."""
+        """Routes every attention's forward() through the op library (inference only)."""
         for blk in self.blocks:
-            if isinstance(blk.attn, MultiheadDGSA):
-                blk.attn.use_fused = enabled
+            blk.attn.use_fused = enabled
 
     def _tokens(self, x):
         t = self.patch_embed(x).flatten(2).transpose(1, 2)
@@ -92,22 +120,50 @@ class VisionTransformer(nn.Module):
 
     def forward(self, x) -> Dict[str, torch.Tensor]:
         t = self._tokens(x)
+        per_layer: Dict[str, List[torch.Tensor]] = {}
         for blk in self.blocks:
-            t = blk(t)
+            t, stats = blk(t)
+            for name, value in stats.items():
+                if name not in per_layer:
+                    per_layer[name] = []
+                per_layer[name].append(value)
+        out = {"logits": self.head(self.norm(t)[:, 0])}
+        for name, values in per_layer.items():
+            out[name] = torch.stack(values, dim=1)
+        return out
+
+    @torch.jit.export
+    def explain_begin(self, x) -> torch.Tensor:
+        return self._tokens(x)
+
+    @torch.jit.export
+    def explain_layer(self, t, layer: int) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """Runs block `layer` on tokens `t`; maps: attention [B,H,N,N], and per family gate
+        [B,H,N], resonance [B,H,N,N], vigilance [B,H]."""
+        if layer < 0 or layer >= len(self.blocks):
+            raise ValueError("layer out of range")
+        maps: Dict[str, torch.Tensor] = {}
+        for i, blk in enumerate(self.blocks):
+            if i == layer:
+                t, maps = blk.forward_with_maps(t)
+        return t, maps
+
+    @torch.jit.export
+    def explain_end(self, t) -> Dict[str, torch.Tensor]:
         return {"logits": self.head(self.norm(t)[:, 0])}
 
     @torch.jit.export
     def explain(self, x) -> Dict[str, List[torch.Tensor]]:
-        """Per-layer maps: attention [B,H,N,N] (fused A for DGViT), gate [B,H,N] (DGViT)."""
-        t = self._tokens(x)
+        """Every layer's maps at once (see explain_layer), plus "logits"."""
+        t = self.explain_begin(x)
         out: Dict[str, List[torch.Tensor]] = {}
-        for blk in self.blocks:
-            t, maps = blk.forward_with_maps(t)
+        for layer in range(len(self.blocks)):
+            t, maps = self.explain_layer(t, layer)
             for name, m in maps.items():
                 if name not in out:
                     out[name] = []
                 out[name].append(m)
-        out["logits"] = [self.head(self.norm(t)[:, 0])]
+        out["logits"] = [self.explain_end(t)["logits"]]
         return out
 
 
