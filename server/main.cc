@@ -22,6 +22,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
+#include "server/frontend/grpc/explain_call.h"
 #include "server/frontend/grpc/inference_service.h"
 #include "server/frontend/grpc/kserve_service.h"
 #include "server/metrics/metrics_http_server.h"
@@ -52,6 +53,9 @@ ABSL_FLAG(std::string, model_control, "none",
           "none: models are fixed at start; explicit: the KServe v2 repository API may load and "
           "unload models; poll: as explicit, and the repository directory is also polled for "
           "new, changed and removed models");
+ABSL_FLAG(int64_t, explain_max_bytes, gatescope::kDefaultExplainMaxBytes,
+          "Largest peak bytes one explain request may hold (maps of one layer, rollout state, "
+          "returned maps; docs/explain.md); larger requests get RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, repository_poll_seconds, 15, "Polling interval with --model_control=poll");
 
 namespace gatescope {
@@ -151,8 +155,9 @@ int Run() {
     metrics_port = metrics_server->port();
   }
 
-  InferenceService service(repository->get());
-  KServeService kserve(repository->get(), control == "explicit");
+  const int64_t explain_max_bytes = absl::GetFlag(FLAGS_explain_max_bytes);
+  InferenceService service(repository->get(), explain_max_bytes);
+  KServeService kserve(repository->get(), control == "explicit", explain_max_bytes);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -134,11 +134,10 @@ void DynamicBatcher::WorkerLoop(ModelRunner* runner) {
 
 void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
   const absl::Time input_start = absl::Now();
-  // Inputs grouped by call kind and exact shape: only equal shapes are stacked into one
-  // runner call, and explain() never shares a call with forward().
-  std::map<std::pair<bool, std::vector<int64_t>>,
-           std::vector<std::pair<WorkItem*, at::Tensor>>>
-      groups;
+  // Predictions grouped by exact input shape: only equal shapes are stacked into one
+  // runner call. Explanations run one by one.
+  std::map<std::vector<int64_t>, Group> groups;
+  std::vector<Group> explanations;
   for (Entry& e : batch) {
     WorkItem& item = e.payload;
     if (item.cancelled && item.cancelled()) {
@@ -150,46 +149,60 @@ void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
       Finish(item, input.status());
       continue;
     }
-    groups[{item.explain, input->sizes().vec()}].emplace_back(&item, *std::move(input));
+    if (item.explain_layer) {
+      explanations.emplace_back().emplace_back(&item, *std::move(input));
+    } else {
+      groups[input->sizes().vec()].emplace_back(&item, *std::move(input));
+    }
   }
-  // Preparation time is shared out over the groups by their size.
+  // Preparation time is shared out over the runner calls by their size.
   const absl::Duration input_time = absl::Now() - input_start;
-  size_t prepared = 0;
-  for (const auto& [key, members] : groups) prepared += members.size();
-  for (auto& [key, members] : groups) {
-    const bool explain = key.first;
-    const absl::Time infer_start = absl::Now();
-    absl::StatusOr<NamedTensors> outputs = Guarded([&]() -> absl::StatusOr<NamedTensors> {
-      std::vector<at::Tensor> inputs;
-      inputs.reserve(members.size());
-      for (auto& m : members) inputs.push_back(m.second);
-      const at::Tensor stacked = at::stack(inputs);
-      return explain ? runner->Explain(stacked) : runner->Predict(stacked);
-    });
-    const absl::Time output_start = absl::Now();
-    std::vector<absl::StatusOr<NamedTensors>> slices;
-    slices.reserve(members.size());
-    for (size_t i = 0; i < members.size(); ++i) {
-      if (!outputs.ok()) {
-        slices.push_back(outputs.status());
-        continue;
-      }
-      slices.push_back(Guarded([&]() -> absl::StatusOr<NamedTensors> {
-        NamedTensors one;
-        for (const auto& [name, tensor] : *outputs) one.emplace(name, tensor[i]);
-        return one;
-      }));
+  const size_t prepared = std::max<size_t>(1, batch.size());
+  for (auto& [shape, members] : groups) RunGroup(runner, members, input_time, prepared);
+  for (Group& one : explanations) RunGroup(runner, one, input_time, prepared);
+}
+
+void DynamicBatcher::RunGroup(ModelRunner* runner, Group& members, absl::Duration input_time,
+                              size_t prepared) {
+  WorkItem* explain = members.front().first->explain_layer ? members.front().first : nullptr;
+  const absl::Time infer_start = absl::Now();
+  absl::StatusOr<NamedTensors> outputs = Guarded([&]() -> absl::StatusOr<NamedTensors> {
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(members.size());
+    for (auto& m : members) inputs.push_back(m.second);
+    const at::Tensor stacked = at::stack(inputs);
+    if (explain == nullptr) return runner->Predict(stacked);
+    return runner->Explain(stacked, explain->explain_layers,
+                           [explain](int layer, const NamedTensors& maps) {
+                             NamedTensors one;
+                             for (const auto& [name, t] : maps) one.emplace(name, t[0]);
+                             return explain->explain_layer(layer, one);
+                           });
+  });
+  const absl::Time output_start = absl::Now();
+  if (observer_ && outputs.ok() && explain == nullptr) observer_->Outputs(*outputs);
+  std::vector<absl::StatusOr<NamedTensors>> slices;
+  slices.reserve(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (!outputs.ok()) {
+      slices.push_back(outputs.status());
+      continue;
     }
-    // Reported (for successful executions) before any reply goes out, so a client that has
-    // its answer also sees it counted in the statistics.
-    if (observer_ && outputs.ok()) {
-      observer_->Executed(static_cast<int>(members.size()),
-                          input_time * static_cast<double>(members.size()) /
-                              static_cast<double>(prepared),
-                          output_start - infer_start, absl::Now() - output_start);
-    }
-    for (size_t i = 0; i < members.size(); ++i) Finish(*members[i].first, std::move(slices[i]));
+    slices.push_back(Guarded([&]() -> absl::StatusOr<NamedTensors> {
+      NamedTensors one;
+      for (const auto& [name, tensor] : *outputs) one.emplace(name, tensor[i]);
+      return one;
+    }));
   }
+  // Reported (for successful executions) before any reply goes out, so a client that has
+  // its answer also sees it counted in the statistics.
+  if (observer_ && outputs.ok()) {
+    observer_->Executed(static_cast<int>(members.size()),
+                        input_time * static_cast<double>(members.size()) /
+                            static_cast<double>(prepared),
+                        output_start - infer_start, absl::Now() - output_start);
+  }
+  for (size_t i = 0; i < members.size(); ++i) Finish(*members[i].first, std::move(slices[i]));
 }
 
 }  // namespace gatescope

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -43,7 +44,12 @@ class DynamicBatcher : public Scheduler {
   void WorkerLoop(ModelRunner* runner);
   // Takes expired entries or the next batch; false when stopping and drained.
   bool NextWork(std::vector<Entry>& expired, std::vector<Entry>& batch);
+  // Requests of one runner call with their prepared inputs.
+  using Group = std::vector<std::pair<WorkItem*, at::Tensor>>;
   void RunBatch(ModelRunner* runner, std::vector<Entry>& batch);
+  // One runner call (a stacked prediction, or one explanation) and its replies.
+  void RunGroup(ModelRunner* runner, Group& members, absl::Duration input_time,
+                size_t prepared);
 
   const Clock* const clock_;
   SchedulerObserver* const observer_;  // may be null

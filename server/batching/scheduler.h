@@ -33,8 +33,11 @@ struct WorkItem {
   int priority = 0;
   // The request's own queue timeout (honoured if the model allows overrides); zero: none.
   absl::Duration timeout = absl::ZeroDuration();
-  // Run the model's explain() instead of forward() (never batched with predictions).
-  bool explain = false;
+  // Set for explain requests: the model's layer-by-layer explanation pass runs instead of
+  // forward() over `explain_layers` layers, calling this (on the worker thread) with each
+  // layer's maps of this request, batch dim removed. Such items always run alone.
+  LayerMapsVisitor explain_layer;
+  int explain_layers = 0;
 };
 
 class Scheduler {

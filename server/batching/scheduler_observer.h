@@ -3,6 +3,7 @@
 #pragma once
 
 #include "absl/time/time.h"
+#include "server/runtime/model_runner.h"
 
 namespace gatescope {
 
@@ -17,6 +18,9 @@ class SchedulerObserver {
   // outputs per request. Called before any of those requests is answered.
   virtual void Executed(int batch_size, absl::Duration input, absl::Duration infer,
                         absl::Duration output) = 0;
+  // The outputs [B, ...] of one successful prediction call, e.g. for statistics of the
+  // served inputs. Must not keep references to the tensors' storage beyond the call.
+  virtual void Outputs(const NamedTensors& outputs) { (void)outputs; }
 };
 
 }  // namespace gatescope

@@ -2,59 +2,132 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace gatescope {
+namespace {
 
-int CountLayers(const NamedTensors& maps, const std::string& kind) {
-  int n = 0;
-  while (maps.count(absl::StrCat(kind, ".", n))) ++n;
-  return n;
-}
+constexpr int64_t kFloatBytes = 4, kDoubleBytes = 8;
+// Softmax intermediates a layer's explain keeps alive besides the maps it returns (logits
+// and branch maps of a two-branch attention).
+constexpr int64_t kTransientMapsPerLayer = 3;
 
-absl::StatusOr<Explanation> BuildExplanation(const NamedTensors& maps,
-                                             const ExplainOptions& options) {
-  Explanation out;
-  const int layers = CountLayers(maps, "attention");
-  if (layers == 0) return absl::InvalidArgumentError("model returned no attention maps");
-  const int64_t tokens = maps.at("attention.0").size(-1);
-  const int64_t patches = static_cast<int64_t>(options.grid_h) * options.grid_w;
-  const bool grid_ok =
-      options.grid_h > 0 && options.grid_w > 0 && tokens == patches + 1;
-  if ((options.rollout || options.gates) && !grid_ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model's token grid ", options.grid_h, "x", options.grid_w,
-        " plus a class token does not match its ", tokens, " tokens"));
+at::Tensor Owned(const at::Tensor& t) { return t.to(at::kFloat).contiguous().clone(); }
+
+}  // namespace
+
+ExplanationBuilder::ExplanationBuilder(const MapLayout& layout, const ExplainOptions& options)
+    : layout_(layout), options_(options), rollout_(options.rollout_options) {}
+
+absl::StatusOr<std::unique_ptr<ExplanationBuilder>> ExplanationBuilder::Create(
+    const MapLayout& layout, const ExplainOptions& options) {
+  if (layout.layers <= 0 || layout.heads <= 0 || layout.grid_h <= 0 || layout.grid_w <= 0) {
+    return absl::InvalidArgumentError(
+        "model cannot explain (its metadata declares no layers, heads or token grid)");
   }
-  if (options.rollout) {
-    std::vector<at::Tensor> per_layer;
-    for (int l = 0; l < layers; ++l) per_layer.push_back(maps.at(absl::StrCat("attention.", l)));
-    auto r = AttentionRollout(per_layer, options.rollout_options);
-    if (!r.ok()) return r.status();
-    out.rollout = (*r)[0].narrow(0, 1, patches).reshape({options.grid_h, options.grid_w})
-                      .to(at::kFloat);
+  if (options.gates && !layout.has_gate) {
+    return absl::InvalidArgumentError("model has no gate maps");
   }
-  if (options.gates) {
-    const int gate_layers = CountLayers(maps, "gate");
-    if (gate_layers == 0) return absl::InvalidArgumentError("model has no gate maps");
-    for (int l = 0; l < gate_layers; ++l) {
-      const at::Tensor g = maps.at(absl::StrCat("gate.", l));  // [H, N]
-      if (g.dim() != 2 || g.size(1) != tokens) {
-        return absl::InvalidArgumentError(absl::StrCat("gate map ", l, " is not [H, ", tokens, "]"));
-      }
-      out.gates.push_back(
-          g.narrow(1, 1, patches).reshape({g.size(0), options.grid_h, options.grid_w})
-              .to(at::kFloat).contiguous());
-    }
+  if (options.resonance && !layout.has_resonance) {
+    return absl::InvalidArgumentError("model has no resonance maps (not a DAR model)");
   }
   for (int l : options.attention_layers) {
-    if (l < 0 || l >= layers) {
+    if (l < 0 || l >= layout.layers) {
       return absl::InvalidArgumentError(
-          absl::StrCat("attention layer ", l, " out of range 0..", layers - 1));
+          absl::StrCat("attention layer ", l, " out of range 0..", layout.layers - 1));
     }
-    out.attention.push_back(maps.at(absl::StrCat("attention.", l)).to(at::kFloat).contiguous());
   }
-  return out;
+  if (options.rollout) {
+    if (absl::Status st = CheckRolloutOptions(options.rollout_options, layout.layers); !st.ok()) {
+      return st;
+    }
+  }
+  return std::unique_ptr<ExplanationBuilder>(new ExplanationBuilder(layout, options));
+}
+
+int64_t ExplanationBuilder::PeakBytes() const {
+  const int64_t n = layout_.tokens(), h = layout_.heads, l = layout_.layers;
+  const int64_t p = layout_.patches();
+  const int64_t map = h * n * n * kFloatBytes;  // one [H, N, N] float map
+  const int64_t returned_per_layer = 1 + (layout_.has_resonance ? 1 : 0);
+  int64_t bytes = (returned_per_layer + kTransientMapsPerLayer) * map + 2 * h * n * kFloatBytes;
+  if (options_.rollout) bytes += 3 * n * n * kDoubleBytes + p * kFloatBytes;
+  if (options_.gates) bytes += l * h * p * kFloatBytes;
+  if (options_.resonance) bytes += l * h * p * kFloatBytes + l * h * kFloatBytes;
+  const int64_t full = static_cast<int64_t>(options_.attention_layers.size());
+  bytes += full * map * (options_.resonance ? 2 : 1);
+  return bytes;
+}
+
+absl::StatusOr<at::Tensor> ExplanationBuilder::Map(const NamedTensors& maps,
+                                                   const std::string& kind,
+                                                   std::vector<int64_t> shape) const {
+  auto it = maps.find(kind);
+  if (it == maps.end()) {
+    return absl::InternalError(absl::StrCat("model returned no '", kind, "' map"));
+  }
+  if (it->second.sizes() != at::IntArrayRef(shape)) {
+    return absl::InternalError(absl::StrCat("model's '", kind, "' map is [",
+                                            absl::StrJoin(it->second.sizes(), ", "),
+                                            "], its metadata says [", absl::StrJoin(shape, ", "),
+                                            "]"));
+  }
+  return it->second;
+}
+
+bool ExplanationBuilder::WantsFull(int layer) const {
+  const auto& wanted = options_.attention_layers;
+  return std::find(wanted.begin(), wanted.end(), layer) != wanted.end();
+}
+
+absl::Status ExplanationBuilder::AddLayer(int layer, const NamedTensors& maps) {
+  if (layer != next_layer_ || layer >= layout_.layers) {
+    return absl::InternalError(absl::StrCat("explain layer ", layer, " out of order"));
+  }
+  ++next_layer_;
+  const int64_t h = layout_.heads, n = layout_.tokens(), p = layout_.patches();
+  auto attention = Map(maps, "attention", {h, n, n});
+  if (!attention.ok()) return attention.status();
+  if (options_.rollout) {
+    if (absl::Status st = rollout_.Add(layer, *attention); !st.ok()) return st;
+  }
+  const bool full = WantsFull(layer);
+  if (full) out_.attention.push_back(Owned(*attention));
+  if (options_.gates) {
+    auto gate = Map(maps, "gate", {h, n});
+    if (!gate.ok()) return gate.status();
+    out_.gates.push_back(Owned(gate->narrow(1, 1, p).reshape({h, layout_.grid_h, layout_.grid_w})));
+  }
+  if (options_.resonance) {
+    auto r = Map(maps, "resonance", {h, n, n});
+    if (!r.ok()) return r.status();
+    auto vig = Map(maps, "vigilance", {h});
+    if (!vig.ok()) return vig.status();
+    out_.resonance.push_back(
+        Owned(r->select(1, 0).narrow(1, 1, p).reshape({h, layout_.grid_h, layout_.grid_w})));
+    vigilance_rows_.push_back(Owned(*vig));
+    if (full) out_.attention_resonance.push_back(Owned(*r));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Explanation> ExplanationBuilder::Finish() {
+  if (next_layer_ != layout_.layers) {
+    return absl::InternalError(absl::StrCat("explain stopped after ", next_layer_, " of ",
+                                            layout_.layers, " layers"));
+  }
+  if (options_.rollout) {
+    out_.rollout = rollout_.result()[0]
+                       .narrow(0, 1, layout_.patches())
+                       .reshape({layout_.grid_h, layout_.grid_w})
+                       .to(at::kFloat)
+                       .contiguous();
+  }
+  if (options_.resonance) out_.vigilance = at::stack(vigilance_rows_);
+  return std::move(out_);
 }
 
 }  // namespace gatescope

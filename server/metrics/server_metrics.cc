@@ -21,7 +21,33 @@ const prometheus::Histogram::BucketBoundaries& BatchBuckets() {
   return *buckets;
 }
 
+// Fractions in [0, 1], in steps of 0.05.
+const prometheus::Histogram::BucketBoundaries& FractionBuckets() {
+  static const auto* buckets = [] {
+    auto* b = new prometheus::Histogram::BucketBoundaries;
+    for (int i = 1; i <= 20; ++i) b->push_back(0.05 * i);
+    return b;
+  }();
+  return *buckets;
+}
+
 }  // namespace
+
+void ModelMetrics::ObserveLayerStatistic(const std::string& name, int layer, double value) {
+  auto family = layer_statistics.find(name);
+  if (family == layer_statistics.end()) return;
+  prometheus::Histogram* series = nullptr;
+  {
+    absl::MutexLock lock(&mu);
+    auto& slot = layer_series[{name, layer}];
+    if (slot == nullptr) {
+      slot = &family->second->Add({{"model", model}, {"layer", std::to_string(layer)}},
+                                  FractionBuckets());
+    }
+    series = slot;
+  }
+  series->Observe(value);
+}
 
 void ModelMetrics::RecordRequest(const std::string& code, double seconds) {
   request_seconds->Observe(seconds);
@@ -83,6 +109,11 @@ ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
                                "Model executions (runner calls)")),
       pending_(Gauge(*registry_, "gatescope_pending_requests", "Requests waiting in the queue")),
       ready_(Gauge(*registry_, "gatescope_model_ready", "1 when the model is loaded and serving")),
+      gate_mean_(Histogram(*registry_, "gatescope_gate_mean",
+                           "Per served example: mean M-DGSA gate of one layer (heads, tokens)")),
+      vigilance_(Histogram(*registry_, "gatescope_vigilance_crossing",
+                           "Per served example: DAR fraction of query-key pairs with cosine "
+                           "above the vigilance, one layer (mean over heads)")),
       resident_memory_(Gauge(*registry_, "gatescope_process_resident_memory_bytes",
                              "Resident memory of the server process")
                            .Add({})) {}
@@ -115,6 +146,7 @@ ModelMetrics* ServerMetrics::ForModel(const std::string& model) {
     slot->execution_count = &execution_count_.Add(labels);
     slot->pending = &pending_.Add(labels);
     slot->ready = &ready_.Add(labels);
+    slot->layer_statistics = {{"gate_mean", &gate_mean_}, {"vigilance_mean", &vigilance_}};
   }
   return slot.get();
 }

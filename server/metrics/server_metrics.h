@@ -41,10 +41,17 @@ struct ModelMetrics {
   };
   Totals totals() const;
 
+  // Per-layer statistics of served predictions ("gate_mean": the mean M-DGSA gate of a
+  // layer; "vigilance_mean": the DAR vigilance-crossing fraction of a layer), one observation
+  // per example, in histograms labelled by model and layer. Unknown names are ignored.
+  void ObserveLayerStatistic(const std::string& name, int layer, double value);
+
   prometheus::Family<prometheus::Counter>* requests = nullptr;
+  std::map<std::string, prometheus::Family<prometheus::Histogram>*> layer_statistics;
   std::string model;
   mutable absl::Mutex mu;
   std::map<std::string, prometheus::Counter*> by_code ABSL_GUARDED_BY(mu);
+  std::map<std::pair<std::string, int>, prometheus::Histogram*> layer_series ABSL_GUARDED_BY(mu);
   Totals totals_ ABSL_GUARDED_BY(mu);
 };
 
@@ -73,6 +80,8 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>& execution_count_;
   prometheus::Family<prometheus::Gauge>& pending_;
   prometheus::Family<prometheus::Gauge>& ready_;
+  prometheus::Family<prometheus::Histogram>& gate_mean_;
+  prometheus::Family<prometheus::Histogram>& vigilance_;
   prometheus::Gauge& resident_memory_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<ModelMetrics>> models_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,8 @@
 // Feeds a model's scheduler reports into its Prometheus series.
 #pragma once
 
+#include <ATen/ATen.h>
+
 #include "server/batching/scheduler_observer.h"
 #include "server/metrics/server_metrics.h"
 
@@ -23,6 +25,19 @@ class MetricsObserver : public SchedulerObserver {
     m_->compute_input_seconds->Observe(absl::ToDoubleSeconds(input));
     m_->compute_infer_seconds->Observe(absl::ToDoubleSeconds(infer));
     m_->compute_output_seconds->Observe(absl::ToDoubleSeconds(output));
+  }
+  // Per-layer statistics outputs [B, L] ("gate_mean", "vigilance_mean"), one value per example.
+  void Outputs(const NamedTensors& outputs) override {
+    for (const char* name : {"gate_mean", "vigilance_mean"}) {
+      auto it = outputs.find(name);
+      if (it == outputs.end() || it->second.dim() != 2) continue;
+      const at::Tensor values = it->second.to(at::kDouble).contiguous();
+      const double* v = values.data_ptr<double>();
+      const int64_t layers = values.size(1);
+      for (int64_t i = 0; i < values.numel(); ++i) {
+        m_->ObserveLayerStatistic(name, static_cast<int>(i % layers), v[i]);
+      }
+    }
   }
 
  private:

@@ -2,6 +2,7 @@
 // ModelRunner, so tests substitute a fake and no code outside runtime/ touches TorchScript.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -13,6 +14,10 @@ namespace gatescope {
 
 using NamedTensors = std::unordered_map<std::string, at::Tensor>;
 
+// Receives one layer's maps (batch dim kept) during Explain; the maps are released when it
+// returns. A non-OK status stops the explanation with that status.
+using LayerMapsVisitor = std::function<absl::Status(int layer, const NamedTensors& maps)>;
+
 class ModelRunner {
  public:
   virtual ~ModelRunner() = default;
@@ -22,12 +27,16 @@ class ModelRunner {
   // Not thread-safe: each runner is driven by exactly one worker thread.
   virtual absl::StatusOr<NamedTensors> Predict(const at::Tensor& batch) = 0;
 
-  // Runs the model's explain() on `batch` and returns its per-layer maps flattened to
-  // "<kind>.<layer>" (e.g. "attention.0" [B,H,N,N], "gate.3" [B,H,N]) plus its other
-  // entries under their own names. Same blocking and threading contract as Predict.
-  // UNIMPLEMENTED when the model cannot explain.
-  virtual absl::StatusOr<NamedTensors> Explain(const at::Tensor& batch) {
+  // Runs the model's explanation pass on `batch` one layer at a time: for each layer
+  // 0..layers-1, calls visit(layer, maps) with that layer's maps keyed by kind (e.g.
+  // "attention" [B,H,N,N], "gate" [B,H,N]) before computing the next layer, so at most one
+  // layer's maps exist at once. Returns the pass's final outputs ("logits"). Same blocking
+  // and threading contract as Predict. UNIMPLEMENTED when the model cannot explain.
+  virtual absl::StatusOr<NamedTensors> Explain(const at::Tensor& batch, int layers,
+                                               const LayerMapsVisitor& visit) {
     (void)batch;
+    (void)layers;
+    (void)visit;
     return absl::UnimplementedError("this model cannot explain");
   }
 };

@@ -36,65 +36,74 @@ absl::StatusOr<TorchScriptRunner::Loaded> TorchScriptRunner::Load(const std::str
   return loaded;
 }
 
-absl::StatusOr<NamedTensors> TorchScriptRunner::Predict(const at::Tensor& batch) {
+namespace {
+
+// A Dict[str, Tensor] whose tensors all lead with the batch dimension `batch`.
+absl::StatusOr<NamedTensors> TensorDict(const c10::IValue& value, int64_t batch,
+                                        const char* what) {
+  if (!value.isGenericDict()) {
+    return absl::InternalError(absl::StrCat(what, " must return Dict[str, Tensor]"));
+  }
+  NamedTensors out;
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString() || !entry.value().isTensor()) {
+      return absl::InternalError(absl::StrCat(what, " must return Dict[str, Tensor]"));
+    }
+    at::Tensor t = entry.value().toTensor();
+    if (t.dim() == 0 || t.size(0) != batch) {
+      return absl::InternalError(
+          absl::StrCat(what, " output '", entry.key().toStringRef(), "' lacks the batch dim"));
+    }
+    out.emplace(entry.key().toStringRef(), std::move(t));
+  }
+  return out;
+}
+
+// Runs f, turning Torch and standard exceptions into INTERNAL errors prefixed by `what`.
+template <typename F>
+absl::StatusOr<NamedTensors> Caught(const char* what, F&& f) {
   try {
-    c10::InferenceMode guard;
-    const c10::IValue result = impl_->module.forward({batch});
-    if (!result.isGenericDict()) {
-      return absl::InternalError("model forward() must return Dict[str, Tensor]");
-    }
-    NamedTensors out;
-    for (const auto& entry : result.toGenericDict()) {
-      if (!entry.key().isString() || !entry.value().isTensor()) {
-        return absl::InternalError("model forward() must return Dict[str, Tensor]");
-      }
-      at::Tensor t = entry.value().toTensor();
-      if (t.dim() == 0 || t.size(0) != batch.size(0)) {
-        return absl::InternalError(absl::StrCat("output '", entry.key().toStringRef(),
-                                                "' lacks the batch dimension"));
-      }
-      out.emplace(entry.key().toStringRef(), std::move(t));
-    }
-    return out;
+    return f();
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("model failed: ", e.what_without_backtrace()));
+    return absl::InternalError(absl::StrCat(what, " failed: ", e.what_without_backtrace()));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("model failed: ", e.what()));
+    return absl::InternalError(absl::StrCat(what, " failed: ", e.what()));
   }
 }
 
-absl::StatusOr<NamedTensors> TorchScriptRunner::Explain(const at::Tensor& batch) {
-  try {
-    auto method = impl_->module.find_method("explain");
-    if (!method.has_value()) return absl::UnimplementedError("model has no explain()");
+}  // namespace
+
+absl::StatusOr<NamedTensors> TorchScriptRunner::Predict(const at::Tensor& batch) {
+  return Caught("model", [&]() -> absl::StatusOr<NamedTensors> {
     c10::InferenceMode guard;
-    const c10::IValue result = (*method)({batch});
-    if (!result.isGenericDict()) {
-      return absl::InternalError("explain() must return Dict[str, List[Tensor]]");
+    return TensorDict(impl_->module.forward({batch}), batch.size(0), "model forward()");
+  });
+}
+
+absl::StatusOr<NamedTensors> TorchScriptRunner::Explain(const at::Tensor& batch, int layers,
+                                                        const LayerMapsVisitor& visit) {
+  return Caught("explain", [&]() -> absl::StatusOr<NamedTensors> {
+    auto begin = impl_->module.find_method("explain_begin");
+    auto layer = impl_->module.find_method("explain_layer");
+    auto end = impl_->module.find_method("explain_end");
+    if (!begin || !layer || !end) {
+      return absl::UnimplementedError("model has no explain_begin/explain_layer/explain_end");
     }
-    NamedTensors out;
-    for (const auto& entry : result.toGenericDict()) {
-      if (!entry.key().isString() || !entry.value().isList()) {
-        return absl::InternalError("explain() must return Dict[str, List[Tensor]]");
+    c10::InferenceMode guard;
+    c10::IValue tokens = (*begin)({batch});
+    for (int l = 0; l < layers; ++l) {
+      c10::IValue step = (*layer)({tokens, static_cast<int64_t>(l)});
+      if (!step.isTuple() || step.toTupleRef().elements().size() != 2) {
+        return absl::InternalError("explain_layer() must return (Tensor, Dict[str, Tensor])");
       }
-      const std::string kind = entry.key().toStringRef();
-      const auto list = entry.value().toList();
-      for (size_t i = 0; i < list.size(); ++i) {
-        const c10::IValue item = list.get(i);
-        if (!item.isTensor()) return absl::InternalError("explain() lists must hold tensors");
-        at::Tensor t = item.toTensor();
-        if (t.dim() == 0 || t.size(0) != batch.size(0)) {
-          return absl::InternalError(absl::StrCat("explain() '", kind, "' lacks the batch dim"));
-        }
-        out.emplace(kind == "logits" ? kind : absl::StrCat(kind, ".", i), std::move(t));
-      }
+      tokens = step.toTupleRef().elements()[0];
+      auto maps = TensorDict(step.toTupleRef().elements()[1], batch.size(0), "explain_layer()");
+      step = c10::IValue();  // the visitor's copy of the maps is the only one left
+      if (!maps.ok()) return maps.status();
+      if (absl::Status st = visit(l, *maps); !st.ok()) return st;
     }
-    return out;
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("explain failed: ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("explain failed: ", e.what()));
-  }
+    return TensorDict((*end)({tokens}), batch.size(0), "explain_end()");
+  });
 }
 
 }  // namespace gatescope

@@ -28,8 +28,11 @@ class TorchScriptRunner : public ModelRunner {
   // Runs under torch::InferenceMode; c10::Error becomes INTERNAL (INVALID_ARGUMENT for
   // shape errors the model raises on its input).
   absl::StatusOr<NamedTensors> Predict(const at::Tensor& batch) override;
-  // Calls the exported explain(x) -> Dict[str, List[Tensor]]; UNIMPLEMENTED without it.
-  absl::StatusOr<NamedTensors> Explain(const at::Tensor& batch) override;
+  // Calls the exported explain_begin(x) -> tokens, explain_layer(tokens, l) ->
+  // (tokens, Dict[str, Tensor]) for each layer, and explain_end(tokens) -> Dict[str, Tensor];
+  // UNIMPLEMENTED when the model lacks them.
+  absl::StatusOr<NamedTensors> Explain(const at::Tensor& batch, int layers,
+                                       const LayerMapsVisitor& visit) override;
 
  private:
   struct Impl;

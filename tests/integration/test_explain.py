@@ -150,7 +150,7 @@ def test_explain_under_load_leaves_predictions_alone(stub, v1, server, image):
             assert f.result(timeout=120).rollout.shape == [4, 4]
 
 
-def test_client_explain_writes_png_and_json(server, tmp_path, image):
+def test_client_explain_writes_panel_and_npy(server, tmp_path, image):
     import json
     src = tmp_path / "in.png"
     src.write_bytes(encode_gray_png(image))
@@ -160,6 +160,24 @@ def test_client_explain_writes_png_and_json(server, tmp_path, image):
     assert res.returncode == 0, res.stdout + res.stderr
     line = json.loads(res.stdout.splitlines()[0])
     assert png_size(open(line["png"], "rb").read()) == (28, 28)
-    data = json.load(open(line["json"]))
+    # input | rollout | 4 gate tiles, 112 px tiles over a 30 px caption strip
+    assert png_size(open(line["panel"], "rb").read()) == (112 + 30, 6 * 112)  # (h, w)
+    rollout = np.load(out / "in.png.rollout.npy")
+    gates = np.load(out / "in.png.gates.npy")
+    assert rollout.shape == (4, 4) and gates.shape == (4, 4, 4, 4)
+    maps = python_maps("dgvit_fmnist", image)
+    want = ref.rollout([m[0] for m in maps["attention"]])[0, 1:].reshape(4, 4)
+    assert np.abs(rollout - want.numpy()).max() <= 1e-5
+    want_gates = torch.stack([g[0, :, 1:] for g in maps["gate"]]).reshape(4, 4, 4, 4)
+    assert np.abs(gates - want_gates.numpy()).max() <= 1e-5
+
+
+def test_client_explain_json_format(server, tmp_path, image):
+    import json
+    src = tmp_path / "in.png"
+    src.write_bytes(encode_gray_png(image))
+    res = server.client("explain", "--model", "dgvit_fmnist", "--rollout", "--format", "json",
+                        "--out", str(tmp_path / "out"), str(src))
+    assert res.returncode == 0, res.stdout + res.stderr
+    data = json.load(open(json.loads(res.stdout.splitlines()[0])["json"]))
     assert np.array(data["rollout"]).shape == (4, 4)
-    assert np.array(data["gates"]).shape == (4, 4, 4, 4)

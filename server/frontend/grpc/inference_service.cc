@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/frontend/grpc/explain_call.h"
 #include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/status_mapping.h"
 #include "server/explain/explanation.h"
@@ -134,18 +135,10 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
     st = absl::InvalidArgumentError("heatmap_png needs an image input and rollout");
   }
   if (st.ok() && request->top_k() < 0) st = absl::InvalidArgumentError("top_k must be >= 0");
-  bool has_gates = false, has_attention = false;
-  for (const auto& m : model->config.maps()) {
-    has_gates |= m == "gate";
-    has_attention |= m == "attention";
-  }
-  if (st.ok() && !has_attention) st = absl::InvalidArgumentError("model cannot explain");
-  if (st.ok() && request->gates() && !has_gates) {
-    st = absl::InvalidArgumentError("model has no gate maps");
-  }
   ExplainOptions options;
   options.rollout = request->rollout();
   options.gates = request->gates();
+  options.resonance = request->resonance();
   options.attention_layers.assign(request->attention_layers().begin(),
                                   request->attention_layers().end());
   const auto& ro = request->rollout_options();
@@ -153,38 +146,38 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
   if (!ro.signed_maps().empty()) options.rollout_options.signed_maps = ro.signed_maps();
   options.rollout_options.discard_ratio = ro.discard_ratio();
   options.rollout_options.start_layer = ro.start_layer();
-  if (model->config.token_grid_size() == 2) {
-    options.grid_h = model->config.token_grid(0);
-    options.grid_w = model->config.token_grid(1);
-  }
-  if (st.ok() && !(options.rollout_options.discard_ratio >= 0.0 &&
-                   options.rollout_options.discard_ratio < 1.0)) {
-    st = absl::InvalidArgumentError("discard_ratio must be in [0, 1)");
-  }
-  if (!st.ok()) {
-    call->Finish(st);
+  absl::StatusOr<std::shared_ptr<ExplanationBuilder>> builder =
+      st.ok() ? StartExplanation(*model, options, explain_max_bytes_)
+              : absl::StatusOr<std::shared_ptr<ExplanationBuilder>>(st);
+  if (!builder.ok()) {
+    call->Finish(builder.status());
     return call->reactor;
   }
   const int top_k = request->top_k() == 0 ? kDefaultTopK : request->top_k();
   WorkItem item;
-  item.explain = true;
   item.shape_key = 1;  // never formed into a batch with predictions
   item.make_input = [request, model, is_image] {
     return MakeInput(is_image, request->image(), request->tensor(), model->config.input());
   };
-  item.done = [call = *call, request, response, options, top_k,
+  AttachExplanation(*builder, model->config.layers(), item);
+  item.done = [call = *call, request, response, builder = *builder, top_k,
                is_image](absl::StatusOr<NamedTensors> outputs) {
     const ServedModel* model = call.model.get();
     absl::Status st = outputs.status();
     try {
       if (st.ok()) st = FillClasses(*model, *outputs, top_k, response);
       absl::StatusOr<Explanation> ex =
-          st.ok() ? BuildExplanation(*outputs, options) : absl::StatusOr<Explanation>(st);
+          st.ok() ? builder->Finish() : absl::StatusOr<Explanation>(st);
       if (st.ok()) st = ex.status();
       if (st.ok()) {
         if (ex->rollout.defined()) ToProto(ex->rollout, response->mutable_rollout());
         for (const auto& g : ex->gates) ToProto(g, response->add_gates());
         for (const auto& a : ex->attention) ToProto(a, response->add_attention());
+        for (const auto& r : ex->resonance) ToProto(r, response->add_resonance());
+        if (ex->vigilance.defined()) ToProto(ex->vigilance, response->mutable_vigilance());
+        for (const auto& r : ex->attention_resonance) {
+          ToProto(r, response->add_attention_resonance());
+        }
         if (request->heatmap_png() && is_image) {
           auto png = RenderOverlayPng(ex->rollout, request->image());
           if (png.ok()) {

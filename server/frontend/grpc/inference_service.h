@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "server/repository/model_repository.h"
@@ -11,8 +12,10 @@ namespace gatescope {
 
 class InferenceService final : public ::gatescope::v1::Inference::CallbackService {
  public:
-  // `repository` is not owned and must outlive the gRPC server.
-  explicit InferenceService(const ModelRepository* repository) : repository_(repository) {}
+  // `repository` is not owned and must outlive the gRPC server. Explain requests whose
+  // peak bytes exceed `explain_max_bytes` get RESOURCE_EXHAUSTED.
+  InferenceService(const ModelRepository* repository, int64_t explain_max_bytes)
+      : repository_(repository), explain_max_bytes_(explain_max_bytes) {}
 
   // After this, new Predict calls get UNAVAILABLE (graceful drain). Thread-safe.
   void BeginShutdown() { shutting_down_.store(true); }
@@ -32,6 +35,7 @@ class InferenceService final : public ::gatescope::v1::Inference::CallbackServic
 
  private:
   const ModelRepository* repository_;
+  const int64_t explain_max_bytes_;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -3,7 +3,12 @@
 #include <map>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
+#include "server/frontend/grpc/explain_call.h"
 #include "server/frontend/grpc/kserve_codec.h"
 #include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/status_mapping.h"
@@ -24,6 +29,66 @@ grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Sta
 void SetDuration(kv::StatisticDuration* d, uint64_t count, double seconds) {
   d->set_count(count);
   d->set_ns(static_cast<uint64_t>(seconds * 1e9));
+}
+
+// KServe request parameters that turn ModelInfer into an explanation (gatescope's
+// extension; docs/explain.md): "explain" = comma-separated kinds among rollout, gates,
+// resonance; "explain_attention_layers" = comma-separated layers for full maps;
+// "rollout_head_fusion", "rollout_signed_maps" (strings), "rollout_discard_ratio" (double),
+// "rollout_start_layer" (int64). nullopt when the request asks for no explanation.
+absl::StatusOr<std::optional<ExplainOptions>> ParseExplainParameters(
+    const google::protobuf::Map<std::string, kv::InferParameter>& params) {
+  auto it = params.find("explain");
+  auto layers = params.find("explain_attention_layers");
+  if (it == params.end() && layers == params.end()) return std::optional<ExplainOptions>();
+  ExplainOptions o;
+  if (it != params.end()) {
+    for (absl::string_view kind : absl::StrSplit(it->second.string_param(), ',',
+                                                 absl::SkipWhitespace())) {
+      kind = absl::StripAsciiWhitespace(kind);
+      if (kind == "rollout") {
+        o.rollout = true;
+      } else if (kind == "gates") {
+        o.gates = true;
+      } else if (kind == "resonance") {
+        o.resonance = true;
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "explain parameter: unknown kind '", std::string(kind),
+            "' (rollout, gates, resonance)"));
+      }
+    }
+  }
+  if (layers != params.end()) {
+    for (absl::string_view l : absl::StrSplit(layers->second.string_param(), ',',
+                                              absl::SkipWhitespace())) {
+      int layer = 0;
+      if (!absl::SimpleAtoi(l, &layer)) {
+        return absl::InvalidArgumentError("explain_attention_layers must be integers");
+      }
+      o.attention_layers.push_back(layer);
+    }
+  }
+  if (auto p = params.find("rollout_head_fusion"); p != params.end()) {
+    o.rollout_options.head_fusion = p->second.string_param();
+  }
+  if (auto p = params.find("rollout_signed_maps"); p != params.end()) {
+    o.rollout_options.signed_maps = p->second.string_param();
+  }
+  if (auto p = params.find("rollout_discard_ratio"); p != params.end()) {
+    o.rollout_options.discard_ratio = p->second.double_param();
+  }
+  if (auto p = params.find("rollout_start_layer"); p != params.end()) {
+    const int64_t start = p->second.int64_param();
+    if (start < 0 || start > (1 << 20)) {
+      return absl::InvalidArgumentError("rollout_start_layer out of range");
+    }
+    o.rollout_options.start_layer = static_cast<int>(start);
+  }
+  if (!o.rollout && !o.gates && !o.resonance && o.attention_layers.empty()) {
+    return absl::InvalidArgumentError("explain parameter names no explanation");
+  }
+  return std::optional<ExplainOptions>(std::move(o));
 }
 
 void FromHistogram(kv::StatisticDuration* d, prometheus::Histogram* h) {
@@ -97,8 +162,10 @@ class InferCall {
 
 }  // namespace
 
-KServeService::KServeService(ModelRepository* repository, bool explicit_control)
-    : repository_(repository), model_control_(explicit_control) {}
+KServeService::KServeService(ModelRepository* repository, bool explicit_control,
+                             int64_t explain_max_bytes)
+    : repository_(repository), model_control_(explicit_control),
+      explain_max_bytes_(explain_max_bytes) {}
 
 KServeService::~KServeService() {
   absl::MutexLock lock(&threads_mu_);
@@ -177,9 +244,16 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
     begun->Finish(st);
     return reactor;
   };
+  auto explain = ParseExplainParameters(request->parameters());
+  if (!explain.ok()) return fail(explain.status());
+  // An explanation's outputs are "logits" and the explanation tensors (no statistics).
   for (const auto& o : request->outputs()) {
     bool known = false;
-    for (const auto& name : model->config.outputs()) known |= (name == o.name());
+    if (explain->has_value()) {
+      known = o.name() == "logits" || IsExplanationOutput(o.name());
+    } else {
+      for (const auto& name : model->config.outputs()) known |= (name == o.name());
+    }
     if (!known) {
       return fail(
           absl::InvalidArgumentError(absl::StrCat("model has no output '", o.name(), "'")));
@@ -206,11 +280,36 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
     }
     timeout = absl::Microseconds(us);
   }
+  // One explanation per example, each checked against the cap before anything is queued.
+  std::vector<std::shared_ptr<ExplanationBuilder>> builders;
+  if (explain->has_value()) {
+    for (size_t i = 0; i < makers->size(); ++i) {
+      auto b = StartExplanation(*model, **explain, explain_max_bytes_);
+      if (!b.ok()) return fail(b.status());
+      builders.push_back(*std::move(b));
+    }
+  }
   auto call = std::make_shared<InferCall>(*begun, request, response, makers->size());
   for (size_t i = 0; i < makers->size(); ++i) {
     WorkItem item;
     item.make_input = std::move((*makers)[i]);
-    item.done = [call, i](absl::StatusOr<NamedTensors> r) { call->Complete(i, std::move(r)); };
+    if (builders.empty()) {
+      item.done = [call, i](absl::StatusOr<NamedTensors> r) { call->Complete(i, std::move(r)); };
+    } else {
+      AttachExplanation(builders[i], model->config.layers(), item);
+      item.shape_key = 1;  // never formed into a batch with predictions
+      item.done = [call, i, builder = builders[i]](absl::StatusOr<NamedTensors> r) {
+        if (r.ok()) {
+          absl::StatusOr<Explanation> ex = builder->Finish();
+          if (ex.ok()) {
+            for (auto& [name, t] : ExplanationTensors(*ex)) r->insert_or_assign(name, t);
+          } else {
+            r = ex.status();
+          }
+        }
+        call->Complete(i, std::move(r));
+      };
+    }
     item.priority = priority;
     item.timeout = timeout;
     AttachCallContext(ctx, item);

@@ -3,6 +3,8 @@
 // unload run on their own threads so no gRPC thread blocks.
 #pragma once
 
+#include <cstdint>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -19,7 +21,9 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
  public:
   // `repository` is not owned and must outlive this service. `explicit_control` allows
   // RepositoryModelLoad/Unload (not with repository polling, which owns the model set).
-  KServeService(ModelRepository* repository, bool explicit_control);
+  // ModelInfer explanations (request parameter "explain") over `explain_max_bytes` get
+  // RESOURCE_EXHAUSTED.
+  KServeService(ModelRepository* repository, bool explicit_control, int64_t explain_max_bytes);
   // Joins repository-control threads still running.
   ~KServeService() override;
 
@@ -66,6 +70,7 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
 
   ModelRepository* const repository_;
   const bool model_control_;
+  const int64_t explain_max_bytes_;
   std::atomic<bool> shutting_down_{false};
   absl::Mutex threads_mu_;
   std::vector<ControlThread> threads_ ABSL_GUARDED_BY(threads_mu_);

@@ -90,31 +90,106 @@ TEST(HeatmapTest, OverlayHasTheInputsSize) {
   EXPECT_TRUE(RenderOverlayPng(at::zeros({4, 4}), std::string(buf.begin(), buf.end())).ok());
 }
 
-TEST(ExplanationTest, ShapesAreCheckedAgainstTheGrid) {
-  NamedTensors maps{{"attention.0", at::full({2, 5, 5}, 0.2)},
-                    {"attention.1", at::full({2, 5, 5}, 0.2)},
-                    {"gate.0", at::rand({2, 5})}};
-  ExplainOptions o;
-  o.rollout = o.gates = true;
-  o.grid_h = o.grid_w = 2;
-  o.attention_layers = {1};
-  auto ok = BuildExplanation(maps, o);
-  ASSERT_TRUE(ok.ok()) << ok.status();
-  EXPECT_EQ(ok->rollout.sizes(), (std::vector<int64_t>{2, 2}));
-  EXPECT_EQ(ok->gates.size(), 1u);
-  EXPECT_EQ(ok->gates[0].sizes(), (std::vector<int64_t>{2, 2, 2}));
-  EXPECT_TRUE(at::allclose(ok->gates[0].reshape({2, 4}), maps.at("gate.0").narrow(1, 1, 4)));
-  EXPECT_EQ(CountLayers(maps, "attention"), 2);
+MapLayout TwoByTwo(bool gate, bool resonance) {
+  MapLayout layout;
+  layout.layers = 2;
+  layout.heads = 2;
+  layout.grid_h = layout.grid_w = 2;  // 5 tokens with the class token
+  layout.has_gate = gate;
+  layout.has_resonance = resonance;
+  return layout;
+}
 
-  ExplainOptions bad_grid = o;
-  bad_grid.grid_h = bad_grid.grid_w = -2;  // (-2)(-2) + 1 == 5 tokens, still refused
-  EXPECT_EQ(BuildExplanation(maps, bad_grid).status().code(), absl::StatusCode::kInvalidArgument);
-  NamedTensors short_gate = maps;
-  short_gate["gate.0"] = at::rand({2, 3});
-  EXPECT_EQ(BuildExplanation(short_gate, o).status().code(), absl::StatusCode::kInvalidArgument);
-  ExplainOptions bad_layer = o;
-  bad_layer.attention_layers = {2};
-  EXPECT_EQ(BuildExplanation(maps, bad_layer).status().code(), absl::StatusCode::kInvalidArgument);
+NamedTensors LayerMaps(int seed) {
+  at::manual_seed(seed);
+  return {{"attention", at::softmax(at::randn({2, 5, 5}), -1)},
+          {"gate", at::rand({2, 5})},
+          {"resonance", at::rand({2, 5, 5})},
+          {"vigilance", at::rand({2})}};
+}
+
+TEST(ExplanationTest, BuildsLayerByLayer) {
+  ExplainOptions o;
+  o.rollout = o.gates = o.resonance = true;
+  o.attention_layers = {1};
+  auto builder = ExplanationBuilder::Create(TwoByTwo(true, true), o);
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  const NamedTensors l0 = LayerMaps(0), l1 = LayerMaps(1);
+  ASSERT_TRUE((*builder)->AddLayer(0, l0).ok());
+  ASSERT_TRUE((*builder)->AddLayer(1, l1).ok());
+  auto ex = (*builder)->Finish();
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  // Rollout equals the all-at-once rollout's class row over the patches.
+  auto full = AttentionRollout({l0.at("attention"), l1.at("attention")}, o.rollout_options);
+  ASSERT_TRUE(full.ok());
+  EXPECT_TRUE(at::allclose(ex->rollout.reshape({4}), (*full)[0].narrow(0, 1, 4).to(at::kFloat)));
+  ASSERT_EQ(ex->gates.size(), 2u);
+  EXPECT_EQ(ex->gates[1].sizes(), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_TRUE(at::equal(ex->gates[1].reshape({2, 4}), l1.at("gate").narrow(1, 1, 4)));
+  ASSERT_EQ(ex->resonance.size(), 2u);
+  EXPECT_TRUE(at::equal(ex->resonance[0].reshape({2, 4}),
+                        l0.at("resonance").select(1, 0).narrow(1, 1, 4)));
+  EXPECT_TRUE(at::equal(ex->vigilance, at::stack({l0.at("vigilance"), l1.at("vigilance")})));
+  ASSERT_EQ(ex->attention.size(), 1u);
+  EXPECT_TRUE(at::equal(ex->attention[0], l1.at("attention")));
+  ASSERT_EQ(ex->attention_resonance.size(), 1u);
+  EXPECT_TRUE(at::equal(ex->attention_resonance[0], l1.at("resonance")));
+}
+
+TEST(ExplanationTest, RefusesWhatTheModelCannotServe) {
+  ExplainOptions gates;
+  gates.gates = true;
+  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(false, false), gates).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ExplainOptions resonance;
+  resonance.resonance = true;
+  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(true, false), resonance).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ExplainOptions layer;
+  layer.attention_layers = {2};
+  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(true, true), layer).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ExplainOptions discard;
+  discard.rollout = true;
+  discard.rollout_options.discard_ratio = 1.0;
+  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(true, true), discard).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  MapLayout no_maps = TwoByTwo(true, true);
+  no_maps.layers = 0;
+  EXPECT_EQ(ExplanationBuilder::Create(no_maps, ExplainOptions{}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ExplanationTest, MapsContradictingTheMetadataAreInternalErrors) {
+  ExplainOptions o;
+  o.gates = true;
+  auto builder = ExplanationBuilder::Create(TwoByTwo(true, false), o);
+  ASSERT_TRUE(builder.ok());
+  NamedTensors short_gate = LayerMaps(0);
+  short_gate["gate"] = at::rand({2, 3});
+  EXPECT_EQ((*builder)->AddLayer(0, short_gate).code(), absl::StatusCode::kInternal);
+  auto again = ExplanationBuilder::Create(TwoByTwo(true, false), o);
+  EXPECT_EQ((*again)->AddLayer(1, LayerMaps(0)).code(), absl::StatusCode::kInternal);  // order
+  EXPECT_EQ((*again)->Finish().status().code(), absl::StatusCode::kInternal);  // incomplete
+}
+
+TEST(ExplanationTest, PeakBytesFollowsTheDocumentedFormula) {
+  // ViT-B/16 size: 12 layers, 12 heads, 14x14 patches + class token = 197 tokens.
+  MapLayout vit{12, 12, 14, 14, false, true};
+  const int64_t n = 197, map = 12 * n * n * 4;
+  ExplainOptions rollout;
+  rollout.rollout = true;
+  auto b = ExplanationBuilder::Create(vit, rollout);
+  ASSERT_TRUE(b.ok());
+  // (attention + resonance + 3 transient) maps, gate/vigilance vectors, rollout state.
+  EXPECT_EQ((*b)->PeakBytes(), 5 * map + 2 * 12 * n * 4 + 3 * n * n * 8 + 196 * 4);
+  ExplainOptions all_layers = rollout;
+  for (int l = 0; l < 12; ++l) all_layers.attention_layers.push_back(l);
+  all_layers.resonance = true;
+  auto big = ExplanationBuilder::Create(vit, all_layers);
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ((*big)->PeakBytes() - (*b)->PeakBytes(),
+            24 * int64_t{map} + 12 * 12 * 196 * 4 + 12 * 12 * 4);
 }
 
 }  // namespace
