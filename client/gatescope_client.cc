@@ -5,12 +5,24 @@
 //   gatescope-client models --server ADDR
 //   gatescope-client health --server ADDR [--service NAME]
 //   gatescope-client services --server ADDR     (lists services via server reflection)
-//   gatescope-client explain --server ADDR --model NAME [--rollout] [--gates]
+//   gatescope-client explain --server ADDR --model NAME [--rollout] [--gates] [--resonance]
 //       [--layers 0,2] [--head-fusion mean|max|min] [--signed clamp|abs|raw]
-//       [--discard-ratio R] [--start-layer L] --out DIR FILE...
-//     writes DIR/<file name>.rollout.png (rollout over the image, with --rollout) and
-//     DIR/<file name>.json (classes, rollout grid, gates per layer, attention layers);
-//     prints one JSON line per input naming what it wrote.
+//       [--discard-ratio R] [--start-layer L] [--format npy|json] --out DIR FILE...
+//     per input (<stem> = DIR/<file name>, extension kept; a repeated name gets .2, .3, ...):
+//       <stem>.panel.png    input | rollout | gate L<l> per layer | res L<l> per layer
+//                           (head-mean maps over the input; only those requested);
+//       <stem>.rollout.png  the server's rollout overlay (with --rollout);
+//       --format npy (default): <stem>.rollout.npy [gh,gw], <stem>.gates.npy [L,H,gh,gw],
+//         <stem>.resonance.npy [L,H,gh,gw], <stem>.vigilance.npy [L,H],
+//         <stem>.attention.L<l>.npy and <stem>.attention_resonance.L<l>.npy [H,N,N], and
+//         <stem>.json (classes and the .npy file names);
+//       --format json: <stem>.json with the classes and every map as nested arrays.
+//   gatescope-client explain --server ADDR --compare MODEL1,MODEL2,... [--head-fusion ...]
+//       [--signed ...] [--discard-ratio R] [--start-layer L] --out DIR FILE...
+//     per input <stem>.compare.png: the input, then each model's rollout over it captioned
+//     "<model>: <top-1 label>" (a grey "<model>: error" tile where the model failed).
+//   explain prints one JSON line per input naming what it wrote, and one error line per
+//   failed input (or failed model with --compare); exits 2 if any failed.
 //
 // predict prints one JSON object per input, in order:
 //   {"file":..., "label":..., "score":..., "topk":[{"label":..., "score":...}, ...]}
@@ -21,6 +33,7 @@
 #include <filesystem>
 #include <functional>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -31,10 +44,14 @@
 
 #include "client/cli_args.h"
 #include "client/json_writer.h"
+#include "client/npy_writer.h"
+#include "client/panel.h"
 #include "client/status_names.h"
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+
+#include <opencv2/imgcodecs.hpp>
 
 namespace gatescope::client {
 namespace {
@@ -48,8 +65,12 @@ const char kUsage[] =
     "       gatescope-client health --server ADDR [--service NAME]\n"
     "       gatescope-client services --server ADDR\n"
     "       gatescope-client explain --server ADDR --model NAME [--rollout] [--gates]\n"
-    "           [--layers 0,2] [--head-fusion mean|max|min] [--signed clamp|abs|raw]\n"
-    "           [--discard-ratio R] [--start-layer L] --out DIR FILE...\n";
+    "           [--resonance] [--layers 0,2] [--head-fusion mean|max|min]\n"
+    "           [--signed clamp|abs|raw] [--discard-ratio R] [--start-layer L]\n"
+    "           [--format npy|json] --out DIR FILE...\n"
+    "       gatescope-client explain --server ADDR --compare MODEL1,MODEL2,...\n"
+    "           [--head-fusion ...] [--signed ...] [--discard-ratio R] [--start-layer L]\n"
+    "           --out DIR FILE...\n";
 
 bool ReadFile(const std::string& path, std::string& out) {
   std::ifstream in(path, std::ios::binary);
@@ -175,10 +196,10 @@ int Models(const Args& args) {
   return 0;
 }
 
-// JSON array of a FLOAT32 tensor, nested by its shape.
+// JSON array of a FLOAT32 tensor, nested by its shape (the tensor checked by CheckMap).
 std::string TensorJson(const v1::Tensor& t) {
-  const float* data = reinterpret_cast<const float*>(t.data().data());
-  const size_t count = t.data().size() / sizeof(float);
+  std::vector<float> data(t.data().size() / sizeof(float));
+  std::memcpy(data.data(), t.data().data(), data.size() * sizeof(float));
   std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
   size_t pos = 0;
   std::function<std::string(size_t)> nest = [&](size_t dim) -> std::string {
@@ -186,7 +207,7 @@ std::string TensorJson(const v1::Tensor& t) {
     for (int64_t i = 0; i < shape[dim]; ++i) {
       if (i) out += ",";
       if (dim + 1 == shape.size()) {
-        out += pos < count ? JsonNumber(data[pos]) : "null";
+        out += pos < data.size() ? JsonNumber(data[pos]) : "null";
         ++pos;
       } else {
         out += nest(dim + 1);
@@ -197,88 +218,377 @@ std::string TensorJson(const v1::Tensor& t) {
   return shape.empty() ? "[]" : nest(0);
 }
 
-int Explain(const Args& args) {
-  const std::string model = args.Get("model", ""), out_dir = args.Get("out", "");
-  if (model.empty() || out_dir.empty() || args.positional.empty()) {
-    std::cerr << kUsage;
-    return 1;
+std::string TensorListJson(const google::protobuf::RepeatedPtrField<v1::Tensor>& ts) {
+  std::string out = "[";
+  for (int i = 0; i < ts.size(); ++i) out += (i ? "," : "") + TensorJson(ts.Get(i));
+  return out + "]";
+}
+
+// True if `t` is FLOAT32 with `rank` non-negative dims and exactly their elements' bytes;
+// otherwise false with `why` naming the map `name`.
+bool CheckMap(const v1::Tensor& t, int rank, const std::string& name, std::string& why) {
+  std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
+  const int64_t n = NpyElements(shape);
+  if (t.dtype() != v1::Tensor::FLOAT32 || t.shape_size() != rank || n < 0 ||
+      static_cast<uint64_t>(n) * 4 != t.data().size()) {
+    why = "malformed " + name + " map in the response";
+    return false;
   }
+  return true;
+}
+
+// The layers' [H, gh, gw] maps stacked to [L, H, gh, gw] (shape and little-endian bytes);
+// false with `why` if a layer is malformed or the layers' shapes differ.
+bool StackLayers(const google::protobuf::RepeatedPtrField<v1::Tensor>& layers,
+                 const std::string& name, std::vector<int64_t>& shape, std::string& bytes,
+                 std::string& why) {
+  shape.clear();
+  bytes.clear();
+  for (const v1::Tensor& t : layers) {
+    if (!CheckMap(t, 3, name, why)) return false;
+    const std::vector<int64_t> s(t.shape().begin(), t.shape().end());
+    if (shape.empty()) {
+      shape = {layers.size(), s[0], s[1], s[2]};
+    } else if (!std::equal(s.begin(), s.end(), shape.begin() + 1)) {
+      why = name + " maps differ in shape across layers";
+      return false;
+    }
+    bytes += t.data();
+  }
+  return true;
+}
+
+// A [rows, cols] FLOAT32 tensor (checked) as a CV_32FC1 Mat.
+cv::Mat GridMat(const v1::Tensor& t) {
+  cv::Mat m(static_cast<int>(t.shape(0)), static_cast<int>(t.shape(1)), CV_32FC1);
+  std::memcpy(m.ptr<float>(), t.data().data(), t.data().size());
+  return m;
+}
+
+// The head mean of an [H, rows, cols] FLOAT32 tensor (checked) as a CV_32FC1 Mat.
+cv::Mat HeadMeanMat(const v1::Tensor& t) {
+  std::vector<float> v(t.data().size() / sizeof(float));
+  std::memcpy(v.data(), t.data().data(), t.data().size());
+  return HeadMean(v.data(), static_cast<int>(t.shape(0)), static_cast<int>(t.shape(1)),
+                  static_cast<int>(t.shape(2)));
+}
+
+// `render()`, or an empty Mat (which WritePng refuses) if OpenCV throws.
+template <typename Render>
+cv::Mat Rendered(Render render) {
+  try {
+    return render();
+  } catch (const cv::Exception&) {
+    return {};
+  }
+}
+
+bool WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  return static_cast<bool>(out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())));
+}
+
+bool WritePng(const std::string& path, const cv::Mat& image) {
+  std::vector<uchar> png;
+  return !image.empty() && cv::imencode(".png", image, png) &&
+         WriteBytes(path, std::string(png.begin(), png.end()));
+}
+
+std::string ModelErrorLine(const std::string& file, const std::string& model,
+                           const std::string& code, const std::string& msg) {
+  return "{\"file\":" + JsonString(file) + ",\"model\":" + JsonString(model) +
+         ",\"error\":{\"code\":" + JsonString(code) + ",\"message\":" + JsonString(msg) + "}}";
+}
+
+std::string ClassesJson(const v1::ExplainResponse& resp) {
+  std::string json = "[";
+  for (int i = 0; i < resp.classes_size(); ++i) {
+    json += (i ? "," : "") + std::string("{\"label\":") + JsonString(resp.classes(i).label()) +
+            ",\"score\":" + JsonNumber(resp.classes(i).probability()) + "}";
+  }
+  return json + "]";
+}
+
+// Output path prefix for `file` under `out_dir`: its whole file name (extension kept); a
+// repeated name gets a counter so no input's results overwrite another's.
+std::string UniqueStem(const std::string& out_dir, const std::string& file,
+                       std::set<std::string>& used) {
+  const std::string base = std::filesystem::path(file).filename().string();
+  std::string stem = (std::filesystem::path(out_dir) / base).string();
+  for (int n = 2; used.count(stem); ++n) {
+    stem = (std::filesystem::path(out_dir) / (base + "." + std::to_string(n))).string();
+  }
+  used.insert(stem);
+  return stem;
+}
+
+// The request for `model` on `image` with the command's rollout options.
+v1::ExplainRequest ExplainRequestFor(const Args& args, const std::string& model,
+                                     const std::string& image) {
+  v1::ExplainRequest req;
+  req.set_model_name(model);
+  req.set_model_version(args.Get("version", ""));
+  auto* ro = req.mutable_rollout_options();
+  ro->set_head_fusion(args.Get("head-fusion", ""));
+  ro->set_signed_maps(args.Get("signed", ""));
+  ro->set_discard_ratio(std::atof(args.Get("discard-ratio", "0").c_str()));
+  ro->set_start_layer(std::atoi(args.Get("start-layer", "0").c_str()));
+  req.set_image(image);
+  return req;
+}
+
+grpc::Status CallExplain(Inference::Stub& stub, const Args& args, const v1::ExplainRequest& req,
+                         v1::ExplainResponse& resp) {
+  const int timeout_ms = std::atoi(args.Get("timeout-ms", "60000").c_str());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
+  return stub.Explain(&ctx, req, &resp);
+}
+
+// True if every map in `resp` is well formed; otherwise false with `why`.
+bool CheckResponse(const v1::ExplainResponse& resp, std::string& why) {
+  std::vector<int64_t> shape;
+  std::string bytes;
+  if (resp.has_rollout() && !CheckMap(resp.rollout(), 2, "rollout", why)) return false;
+  if (resp.has_vigilance() && !CheckMap(resp.vigilance(), 2, "vigilance", why)) return false;
+  for (const auto& t : resp.attention()) {
+    if (!CheckMap(t, 3, "attention", why)) return false;
+  }
+  for (const auto& t : resp.attention_resonance()) {
+    if (!CheckMap(t, 3, "attention resonance", why)) return false;
+  }
+  return StackLayers(resp.gates(), "gate", shape, bytes, why) &&
+         StackLayers(resp.resonance(), "resonance", shape, bytes, why);
+}
+
+// The input tile, then the rollout, the head-mean gate map of every layer and the head-mean
+// resonance of every layer (those the response holds) over the input.
+cv::Mat ExplainPanel(const cv::Mat& image, const v1::ExplainResponse& resp) {
+  const cv::Size tile = TileSize(image.size());
+  std::vector<cv::Mat> tiles = {InputTile(image, tile)};
+  std::vector<std::string> captions = {"input"};
+  if (resp.has_rollout()) {
+    tiles.push_back(OverlayTile(image, GridMat(resp.rollout()), tile));
+    captions.push_back("rollout");
+  }
+  for (int l = 0; l < resp.gates_size(); ++l) {
+    tiles.push_back(OverlayTile(image, HeadMeanMat(resp.gates(l)), tile));
+    captions.push_back("gate L" + std::to_string(l));
+  }
+  for (int l = 0; l < resp.resonance_size(); ++l) {
+    tiles.push_back(OverlayTile(image, HeadMeanMat(resp.resonance(l)), tile));
+    captions.push_back("res L" + std::to_string(l));
+  }
+  return ComposePanel(tiles, captions);
+}
+
+// Writes the raw maps of `resp` as <stem>.<map>.npy files and <stem>.json (the classes and
+// the .npy file names); appends the paths written to `written`.
+bool WriteNpyOutputs(const std::string& file, const std::string& stem,
+                     const v1::ExplainRequest& req, const v1::ExplainResponse& resp,
+                     std::vector<std::string>& written) {
+  bool ok = true;
+  auto write = [&](const std::string& name, const std::vector<int64_t>& shape,
+                   const std::string& bytes) {
+    const std::string path = stem + "." + name + ".npy";
+    ok &= WriteNpy(path, shape, bytes);
+    written.push_back(path);
+  };
+  auto shape_of = [](const v1::Tensor& t) {
+    return std::vector<int64_t>(t.shape().begin(), t.shape().end());
+  };
+  std::vector<int64_t> shape;
+  std::string bytes, why;
+  if (resp.has_rollout()) write("rollout", shape_of(resp.rollout()), resp.rollout().data());
+  if (resp.gates_size() && StackLayers(resp.gates(), "gate", shape, bytes, why)) {
+    write("gates", shape, bytes);
+  }
+  if (resp.resonance_size() && StackLayers(resp.resonance(), "resonance", shape, bytes, why)) {
+    write("resonance", shape, bytes);
+  }
+  if (resp.has_vigilance()) write("vigilance", shape_of(resp.vigilance()), resp.vigilance().data());
+  auto layer = [&](int i) {
+    return std::to_string(i < req.attention_layers_size() ? req.attention_layers(i) : i);
+  };
+  for (int i = 0; i < resp.attention_size(); ++i) {
+    write("attention.L" + layer(i), shape_of(resp.attention(i)), resp.attention(i).data());
+  }
+  for (int i = 0; i < resp.attention_resonance_size(); ++i) {
+    write("attention_resonance.L" + layer(i), shape_of(resp.attention_resonance(i)),
+          resp.attention_resonance(i).data());
+  }
+  std::string json = "{\"file\":" + JsonString(file) + ",\"classes\":" + ClassesJson(resp) +
+                     ",\"npy\":[";
+  for (size_t i = 0; i < written.size(); ++i) {
+    json += (i ? "," : "") + JsonString(std::filesystem::path(written[i]).filename().string());
+  }
+  return WriteBytes(stem + ".json", json + "]}\n") && ok;
+}
+
+// Writes <stem>.json with the classes and every map as nested arrays.
+bool WriteJsonOutput(const std::string& file, const std::string& stem,
+                     const v1::ExplainResponse& resp) {
+  std::string json = "{\"file\":" + JsonString(file) + ",\"classes\":" + ClassesJson(resp);
+  if (resp.has_rollout()) json += ",\"rollout\":" + TensorJson(resp.rollout());
+  json += ",\"gates\":" + TensorListJson(resp.gates());
+  json += ",\"attention\":" + TensorListJson(resp.attention());
+  json += ",\"resonance\":" + TensorListJson(resp.resonance());
+  if (resp.has_vigilance()) json += ",\"vigilance\":" + TensorJson(resp.vigilance());
+  json += ",\"attention_resonance\":" + TensorListJson(resp.attention_resonance());
+  return WriteBytes(stem + ".json", json + "}\n");
+}
+
+bool MakeOutDir(const std::string& out_dir) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec || !std::filesystem::is_directory(out_dir)) {
     std::cout << ErrorLine(out_dir, "CLIENT", "cannot create the output directory") << std::endl;
+    return false;
+  }
+  return true;
+}
+
+// Reads and decodes `file` (bytes and BGR image); prints an error line if it cannot.
+bool ReadImage(const std::string& file, std::string& bytes, cv::Mat& image) {
+  if (!ReadFile(file, bytes)) {
+    std::cout << ErrorLine(file, "CLIENT", "cannot read file") << std::endl;
+    return false;
+  }
+  image = DecodeBgr(bytes);
+  if (image.empty()) {
+    std::cout << ErrorLine(file, "CLIENT", "cannot decode the image") << std::endl;
+    return false;
+  }
+  return true;
+}
+
+// --compare: one <stem>.compare.png per input with each model's rollout over it.
+int Compare(const Args& args, const std::string& out_dir) {
+  std::vector<std::string> models;
+  std::stringstream list(args.Get("compare", ""));
+  for (std::string m; std::getline(list, m, ',');) {
+    if (!m.empty()) models.push_back(m);
+  }
+  if (models.empty()) {
+    std::cerr << kUsage;
     return 1;
   }
-  const int timeout_ms = std::atoi(args.Get("timeout-ms", "60000").c_str());
   auto stub = Connect(args);
   int failures = 0;
   std::set<std::string> used_stems;
   for (const std::string& file : args.positional) {
-    v1::ExplainRequest req;
-    req.set_model_name(model);
-    req.set_model_version(args.Get("version", ""));
+    std::string bytes;
+    cv::Mat image;
+    if (!ReadImage(file, bytes, image)) {
+      ++failures;
+      continue;
+    }
+    const cv::Size tile = TileSize(image.size());
+    std::vector<cv::Mat> tiles = {InputTile(image, tile)};
+    std::vector<std::string> captions = {"input"};
+    std::string rendered;
+    for (const std::string& model : models) {
+      v1::ExplainRequest req = ExplainRequestFor(args, model, bytes);
+      req.set_rollout(true);
+      v1::ExplainResponse resp;
+      const grpc::Status st = CallExplain(*stub, args, req, resp);
+      std::string code = "CLIENT", why;
+      bool ok = st.ok();
+      if (!ok) {
+        code = CodeName(st.error_code());
+        why = st.error_message();
+      } else if (!resp.has_rollout()) {
+        ok = false;
+        why = "no rollout in the response";
+      } else {
+        ok = CheckMap(resp.rollout(), 2, "rollout", why);
+      }
+      if (!ok) {
+        std::cout << ModelErrorLine(file, model, code, why) << std::endl;
+        ++failures;
+        tiles.push_back(cv::Mat(tile, CV_8UC3, cv::Scalar(48, 48, 48)));
+        captions.push_back(model + ": error");
+        continue;
+      }
+      const std::string label = resp.classes_size() ? resp.classes(0).label() : "";
+      tiles.push_back(Rendered([&] { return OverlayTile(image, GridMat(resp.rollout()), tile); }));
+      captions.push_back(model + ": " + label);
+      rendered += (rendered.empty() ? "" : ",") + std::string("{\"model\":") +
+                  JsonString(model) + ",\"label\":" + JsonString(label) + "}";
+    }
+    const std::string path = UniqueStem(out_dir, file, used_stems) + ".compare.png";
+    if (!WritePng(path, Rendered([&] { return ComposePanel(tiles, captions); }))) {
+      std::cout << ErrorLine(file, "CLIENT", "cannot render or write " + path) << std::endl;
+      ++failures;
+      continue;
+    }
+    std::cout << "{\"file\":" << JsonString(file) << ",\"compare\":" << JsonString(path)
+              << ",\"models\":[" << rendered << "]}" << std::endl;
+  }
+  return failures ? 2 : 0;
+}
+
+int Explain(const Args& args) {
+  const std::string model = args.Get("model", ""), out_dir = args.Get("out", "");
+  const std::string compare = args.Get("compare", ""), format = args.Get("format", "npy");
+  if (model.empty() == compare.empty() || out_dir.empty() || args.positional.empty() ||
+      (format != "npy" && format != "json")) {
+    std::cerr << kUsage;
+    return 1;
+  }
+  if (!MakeOutDir(out_dir)) return 1;
+  if (!compare.empty()) return Compare(args, out_dir);
+  auto stub = Connect(args);
+  int failures = 0;
+  std::set<std::string> used_stems;
+  for (const std::string& file : args.positional) {
+    std::string bytes;
+    cv::Mat image;
+    if (!ReadImage(file, bytes, image)) {
+      ++failures;
+      continue;
+    }
+    v1::ExplainRequest req = ExplainRequestFor(args, model, bytes);
     req.set_rollout(args.Get("rollout", "") == "true");
     req.set_gates(args.Get("gates", "") == "true");
+    req.set_resonance(args.Get("resonance", "") == "true");
     req.set_heatmap_png(req.rollout());
     std::stringstream layers(args.Get("layers", ""));
     for (std::string l; std::getline(layers, l, ',');) {
       if (!l.empty()) req.add_attention_layers(std::atoi(l.c_str()));
     }
-    auto* ro = req.mutable_rollout_options();
-    ro->set_head_fusion(args.Get("head-fusion", ""));
-    ro->set_signed_maps(args.Get("signed", ""));
-    ro->set_discard_ratio(std::atof(args.Get("discard-ratio", "0").c_str()));
-    ro->set_start_layer(std::atoi(args.Get("start-layer", "0").c_str()));
-    std::string bytes;
-    if (!ReadFile(file, bytes)) {
-      std::cout << ErrorLine(file, "CLIENT", "cannot read file") << std::endl;
-      ++failures;
-      continue;
-    }
-    req.set_image(std::move(bytes));
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(timeout_ms));
     v1::ExplainResponse resp;
-    const grpc::Status st = stub->Explain(&ctx, req, &resp);
-    if (!st.ok()) {
-      std::cout << ErrorLine(file, CodeName(st.error_code()), st.error_message()) << std::endl;
-      ++failures;
-      continue;
-    }
-    // Named after the whole file name (extension kept); a repeated name gets a counter so
-    // no input's results overwrite another's.
-    const std::string base = std::filesystem::path(file).filename().string();
-    std::string stem = (std::filesystem::path(out_dir) / base).string();
-    for (int n = 2; used_stems.count(stem); ++n) {
-      stem = (std::filesystem::path(out_dir) / (base + "." + std::to_string(n))).string();
-    }
-    used_stems.insert(stem);
-    std::string json = "{\"file\":" + JsonString(file) + ",\"classes\":[";
-    for (int i = 0; i < resp.classes_size(); ++i) {
-      json += (i ? "," : "") + std::string("{\"label\":") + JsonString(resp.classes(i).label()) +
-              ",\"score\":" + JsonNumber(resp.classes(i).probability()) + "}";
-    }
-    json += "]";
-    if (resp.has_rollout()) json += ",\"rollout\":" + TensorJson(resp.rollout());
-    json += ",\"gates\":[";
-    for (int i = 0; i < resp.gates_size(); ++i) json += (i ? "," : "") + TensorJson(resp.gates(i));
-    json += "],\"attention\":[";
-    for (int i = 0; i < resp.attention_size(); ++i) {
-      json += (i ? "," : "") + TensorJson(resp.attention(i));
-    }
-    json += "]}";
-    bool written = static_cast<bool>(std::ofstream(stem + ".json") << json << "\n");
-    std::string line = "{\"file\":" + JsonString(file) + ",\"json\":" + JsonString(stem + ".json");
-    if (!resp.rollout_png().empty()) {
-      written &= static_cast<bool>(std::ofstream(stem + ".rollout.png", std::ios::binary)
-                                   << resp.rollout_png());
-      line += ",\"png\":" + JsonString(stem + ".rollout.png");
-    }
-    if (!written) {
-      std::cout << ErrorLine(file, "CLIENT", "cannot write results under " + out_dir)
+    const grpc::Status st = CallExplain(*stub, args, req, resp);
+    std::string why;
+    if (!st.ok() || !CheckResponse(resp, why)) {
+      std::cout << ErrorLine(file, st.ok() ? "CLIENT" : CodeName(st.error_code()),
+                             st.ok() ? why : st.error_message())
                 << std::endl;
       ++failures;
       continue;
+    }
+    const std::string stem = UniqueStem(out_dir, file, used_stems);
+    std::vector<std::string> npy;
+    bool written = format == "npy" ? WriteNpyOutputs(file, stem, req, resp, npy)
+                                   : WriteJsonOutput(file, stem, resp);
+    written &= WritePng(stem + ".panel.png", Rendered([&] { return ExplainPanel(image, resp); }));
+    std::string line = "{\"file\":" + JsonString(file) + ",\"json\":" +
+                       JsonString(stem + ".json") + ",\"panel\":" +
+                       JsonString(stem + ".panel.png");
+    if (!resp.rollout_png().empty()) {
+      written &= WriteBytes(stem + ".rollout.png", resp.rollout_png());
+      line += ",\"png\":" + JsonString(stem + ".rollout.png");
+    }
+    if (!written) {
+      std::cout << ErrorLine(file, "CLIENT", "cannot render or write results under " + out_dir)
+                << std::endl;
+      ++failures;
+      continue;
+    }
+    if (!npy.empty()) {
+      line += ",\"npy\":[";
+      for (size_t i = 0; i < npy.size(); ++i) line += (i ? "," : "") + JsonString(npy[i]);
+      line += "]";
     }
     if (resp.classes_size() > 0) line += ",\"label\":" + JsonString(resp.classes(0).label());
     std::cout << line << "}" << std::endl;
@@ -320,7 +630,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Args args;
-  if (!ParseArgs(argc, argv, 2, args, {"rollout", "gates"})) return 1;
+  if (!ParseArgs(argc, argv, 2, args, {"rollout", "gates", "resonance"})) return 1;
   const std::string cmd = argv[1];
   if (cmd == "predict") return Predict(args);
   if (cmd == "models") return Models(args);
