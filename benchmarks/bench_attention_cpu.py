@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Fused gatescope::dgsa_attention (CPU) vs the eager M-DGSA reference, side by side.
+"""Fused CPU attention ops vs their eager references, side by side.
 
+--op dgsa: gatescope::dgsa_attention vs the eager M-DGSA reference; shapes follow the DGSA
+paper's vision config (dim 256, 8 heads: d' = 16 per stream, dv = 32).
+--op dar: gatescope::dar_attention (lambda 0.4, rho 0.5, alpha 8, one resonance step) vs
+the eager DAR reference (logits + cosine + resonance maps); pass e.g. --d 32 --dv 32.
 For each sequence length N, each variant runs in its own fresh process so that peak
 resident memory (ru_maxrss) is attributable to it. Prints one table row per N with
-times, the speed ratio and the memory ratio. Shapes follow the DGSA paper's vision config
-(dim 256, 8 heads: d' = 16 per stream, dv = 32), batch 1.
+times, the speed ratio and the memory ratio. Batch 1.
 
-Usage: /usr/bin/python3 benchmarks/bench_dgsa_cpu.py [--threads 2] [--n 197 1024 4096]
+Usage: /usr/bin/python3 benchmarks/bench_attention_cpu.py [--op dgsa|dar] [--threads 2]
+           [--n 197 1024 4096]
 """
 import argparse
 import json
@@ -19,18 +23,36 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def worker(mode, n, threads, heads, d, dv, repeats):
-    sys.path.insert(0, str(ROOT / "models"))
+DAR = dict(lam=0.4, rho=0.5, alpha=8.0, beta=0.0, steps=1)
+
+
+def problem(op, mode, n, heads, d, dv):
+    """(function, arguments) of one variant."""
     import torch
-    from gatescope import ops
+    from gatescope.attention.dar import dar_reference
     from gatescope.attention.dgsa import dgsa_reference
-    torch.set_num_threads(threads)
-    ops.load()
     g = torch.Generator().manual_seed(0)
+    if op == "dar":
+        args = [torch.randn(1, heads, n, d, generator=g), torch.randn(1, heads, n, d, generator=g),
+                torch.randn(1, heads, n, dv, generator=g)]
+        if mode == "fused":
+            return (lambda q, k, v: torch.ops.gatescope.dar_attention(
+                q, k, v, None, False, DAR["lam"], DAR["rho"], DAR["alpha"], DAR["beta"],
+                DAR["steps"])), args
+        return (lambda q, k, v: dar_reference(q, k, v, **DAR)), args
     args = [torch.randn(1, heads, n, d, generator=g) for _ in range(4)]
     args.insert(4, torch.randn(1, heads, n, dv, generator=g))
     args.append(torch.rand(1, heads, n, generator=g))
-    fn = torch.ops.gatescope.dgsa_attention if mode == "fused" else dgsa_reference
+    return (torch.ops.gatescope.dgsa_attention if mode == "fused" else dgsa_reference), args
+
+
+def worker(op, mode, n, threads, heads, d, dv, repeats):
+    sys.path.insert(0, str(ROOT / "models"))
+    import torch
+    from gatescope import ops
+    torch.set_num_threads(threads)
+    ops.load()
+    fn, args = problem(op, mode, n, heads, d, dv)
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with torch.inference_mode():
         for _ in range(3):  # warm-up (thread pool start, allocator)
@@ -46,7 +68,8 @@ def worker(mode, n, threads, heads, d, dv, repeats):
 
 
 def run(mode, n, a):
-    cmd = [sys.executable, __file__, "--worker", mode, "--n", str(n), "--threads", str(a.threads),
+    cmd = [sys.executable, __file__, "--op", a.op, "--worker", mode, "--n", str(n),
+           "--threads", str(a.threads),
            "--heads", str(a.heads), "--d", str(a.d), "--dv", str(a.dv), "--repeats", str(a.repeats)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -54,6 +77,7 @@ def run(mode, n, a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--op", choices=["dgsa", "dar"], default="dgsa")
     ap.add_argument("--n", type=int, nargs="+", default=[197, 1024, 4096])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--heads", type=int, default=8)
@@ -63,9 +87,9 @@ def main():
     ap.add_argument("--worker", choices=["eager", "fused"])
     a = ap.parse_args()
     if a.worker:
-        worker(a.worker, a.n[0], a.threads, a.heads, a.d, a.dv, a.repeats)
+        worker(a.op, a.worker, a.n[0], a.threads, a.heads, a.d, a.dv, a.repeats)
         return
-    print(f"dgsa_attention CPU, batch 1, {a.heads} heads, d'={a.d}, dv={a.dv}, "
+    print(f"{a.op}_attention CPU, batch 1, {a.heads} heads, d={a.d}, dv={a.dv}, "
           f"{a.threads} threads, median of {a.repeats}")
     print("| N | eager ms | fused ms | fused speed-up | eager extra RSS MB | fused extra RSS MB |")
     print("| --- | --- | --- | --- | --- | --- |")
