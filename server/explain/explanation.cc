@@ -40,6 +40,18 @@ absl::StatusOr<std::unique_ptr<ExplanationBuilder>> ExplanationBuilder::Create(
           absl::StrCat("attention layer ", l, " out of range 0..", layout.layers - 1));
     }
   }
+  for (int h : options.attention_heads) {
+    if (h < 0 || h >= layout.heads) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("attention head ", h, " out of range 0..", layout.heads - 1));
+    }
+  }
+  for (int q : options.attention_queries) {
+    if (q < 0 || q >= layout.tokens()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("query token ", q, " out of range 0..", layout.tokens() - 1));
+    }
+  }
   if (options.rollout) {
     if (absl::Status st = CheckRolloutOptions(options.rollout_options, layout.layers); !st.ok()) {
       return st;
@@ -57,8 +69,13 @@ int64_t ExplanationBuilder::PeakBytes() const {
   if (options_.rollout) bytes += 3 * n * n * kDoubleBytes + p * kFloatBytes;
   if (options_.gates) bytes += l * h * p * kFloatBytes;
   if (options_.resonance) bytes += l * h * p * kFloatBytes + l * h * kFloatBytes;
+  const auto count = [](const std::vector<int>& chosen, int64_t all) {
+    return chosen.empty() ? all : static_cast<int64_t>(chosen.size());
+  };
+  const int64_t selected = count(options_.attention_heads, h) *
+                           count(options_.attention_queries, n) * n * kFloatBytes;
   const int64_t full = static_cast<int64_t>(options_.attention_layers.size());
-  bytes += full * map * (options_.resonance ? 2 : 1);
+  bytes += full * selected * (options_.resonance ? 2 : 1);
   return bytes;
 }
 
@@ -78,6 +95,18 @@ absl::StatusOr<at::Tensor> ExplanationBuilder::Map(const NamedTensors& maps,
   return it->second;
 }
 
+at::Tensor ExplanationBuilder::Selected(const at::Tensor& maps) const {
+  const auto index = [](const std::vector<int>& chosen) {
+    return at::tensor(std::vector<int64_t>(chosen.begin(), chosen.end()), at::kLong);
+  };
+  at::Tensor out = maps;
+  if (!options_.attention_heads.empty()) out = out.index_select(0, index(options_.attention_heads));
+  if (!options_.attention_queries.empty()) {
+    out = out.index_select(1, index(options_.attention_queries));
+  }
+  return Owned(out);
+}
+
 bool ExplanationBuilder::WantsFull(int layer) const {
   const auto& wanted = options_.attention_layers;
   return std::find(wanted.begin(), wanted.end(), layer) != wanted.end();
@@ -95,7 +124,7 @@ absl::Status ExplanationBuilder::AddLayer(int layer, const NamedTensors& maps) {
     if (absl::Status st = rollout_.Add(layer, *attention); !st.ok()) return st;
   }
   const bool full = WantsFull(layer);
-  if (full) out_.attention.push_back(Owned(*attention));
+  if (full) out_.attention.push_back(Selected(*attention));
   if (options_.gates) {
     auto gate = Map(maps, "gate", {h, n});
     if (!gate.ok()) return gate.status();
@@ -109,7 +138,7 @@ absl::Status ExplanationBuilder::AddLayer(int layer, const NamedTensors& maps) {
     out_.resonance.push_back(
         Owned(r->select(1, 0).narrow(1, 1, p).reshape({h, layout_.grid_h, layout_.grid_w})));
     vigilance_rows_.push_back(Owned(*vig));
-    if (full) out_.attention_resonance.push_back(Owned(*r));
+    if (full) out_.attention_resonance.push_back(Selected(*r));
   }
   return absl::OkStatus();
 }

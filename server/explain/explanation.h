@@ -31,7 +31,9 @@ struct ExplainOptions {
   RolloutOptions rollout_options;
   bool gates = false;
   bool resonance = false;
-  std::vector<int> attention_layers;  // full [H, N, N] maps of these layers
+  std::vector<int> attention_layers;  // [heads, queries, N] maps of these layers
+  std::vector<int> attention_heads;   // restrict those maps to these heads (empty: all)
+  std::vector<int> attention_queries; // ... and these query tokens (empty: all)
 };
 
 struct Explanation {
@@ -39,8 +41,8 @@ struct Explanation {
   std::vector<at::Tensor> gates;               // per layer [H, grid_h, grid_w]
   std::vector<at::Tensor> resonance;           // per layer [H, grid_h, grid_w] (class row)
   at::Tensor vigilance;                        // [L, H] Pr[c > rho], with resonance
-  std::vector<at::Tensor> attention;           // per requested layer [H, N, N]
-  std::vector<at::Tensor> attention_resonance; // per requested layer [H, N, N], with resonance
+  std::vector<at::Tensor> attention;           // per requested layer [heads, queries, N]
+  std::vector<at::Tensor> attention_resonance; // same, of the resonance maps
 };
 
 class ExplanationBuilder {
@@ -68,6 +70,7 @@ class ExplanationBuilder {
   absl::StatusOr<at::Tensor> Map(const NamedTensors& maps, const std::string& kind,
                                  std::vector<int64_t> shape) const;
   bool WantsFull(int layer) const;
+  at::Tensor Selected(const at::Tensor& maps) const;  // [H, N, N] -> [heads, queries, N]
 
   MapLayout layout_;
   ExplainOptions options_;

@@ -141,6 +141,10 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
   options.resonance = request->resonance();
   options.attention_layers.assign(request->attention_layers().begin(),
                                   request->attention_layers().end());
+  options.attention_heads.assign(request->attention_heads().begin(),
+                                 request->attention_heads().end());
+  options.attention_queries.assign(request->attention_queries().begin(),
+                                   request->attention_queries().end());
   const auto& ro = request->rollout_options();
   if (!ro.head_fusion().empty()) options.rollout_options.head_fusion = ro.head_fusion();
   if (!ro.signed_maps().empty()) options.rollout_options.signed_maps = ro.signed_maps();

@@ -33,7 +33,8 @@ void SetDuration(kv::StatisticDuration* d, uint64_t count, double seconds) {
 
 // KServe request parameters that turn ModelInfer into an explanation (gatescope's
 // extension; docs/explain.md): "explain" = comma-separated kinds among rollout, gates,
-// resonance; "explain_attention_layers" = comma-separated layers for full maps;
+// resonance; "explain_attention_layers" = comma-separated layers for full maps, optionally
+// restricted by "explain_attention_heads" and "explain_attention_queries" (token indices);
 // "rollout_head_fusion", "rollout_signed_maps" (strings), "rollout_discard_ratio" (double),
 // "rollout_start_layer" (int64). nullopt when the request asks for no explanation.
 absl::StatusOr<std::optional<ExplainOptions>> ParseExplainParameters(
@@ -59,14 +60,18 @@ absl::StatusOr<std::optional<ExplainOptions>> ParseExplainParameters(
       }
     }
   }
-  if (layers != params.end()) {
-    for (absl::string_view l : absl::StrSplit(layers->second.string_param(), ',',
-                                              absl::SkipWhitespace())) {
-      int layer = 0;
-      if (!absl::SimpleAtoi(l, &layer)) {
-        return absl::InvalidArgumentError("explain_attention_layers must be integers");
+  for (auto [name, list] : {std::pair{"explain_attention_layers", &o.attention_layers},
+                            std::pair{"explain_attention_heads", &o.attention_heads},
+                            std::pair{"explain_attention_queries", &o.attention_queries}}) {
+    auto p = params.find(name);
+    if (p == params.end()) continue;
+    for (absl::string_view item : absl::StrSplit(p->second.string_param(), ',',
+                                                 absl::SkipWhitespace())) {
+      int value = 0;
+      if (!absl::SimpleAtoi(item, &value)) {
+        return absl::InvalidArgumentError(absl::StrCat(name, " must be integers"));
       }
-      o.attention_layers.push_back(layer);
+      list->push_back(value);
     }
   }
   if (auto p = params.find("rollout_head_fusion"); p != params.end()) {

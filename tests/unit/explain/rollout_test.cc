@@ -136,6 +136,33 @@ TEST(ExplanationTest, BuildsLayerByLayer) {
   EXPECT_TRUE(at::equal(ex->attention_resonance[0], l1.at("resonance")));
 }
 
+TEST(ExplanationTest, SelectsHeadsAndQueryTokens) {
+  ExplainOptions o;
+  o.attention_layers = {0};
+  o.attention_heads = {1};
+  o.attention_queries = {0, 3};
+  o.resonance = true;
+  auto builder = ExplanationBuilder::Create(TwoByTwo(false, true), o);
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  const NamedTensors l0 = LayerMaps(0);
+  ASSERT_TRUE((*builder)->AddLayer(0, l0).ok());
+  ASSERT_TRUE((*builder)->AddLayer(1, LayerMaps(1)).ok());
+  auto ex = (*builder)->Finish();
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  ASSERT_EQ(ex->attention.size(), 1u);
+  EXPECT_EQ(ex->attention[0].sizes(), (std::vector<int64_t>{1, 2, 5}));
+  EXPECT_TRUE(at::equal(ex->attention[0][0][1], l0.at("attention")[1][3]));
+  EXPECT_TRUE(at::equal(ex->attention_resonance[0][0][0], l0.at("resonance")[1][0]));
+  ExplainOptions bad_head = o;
+  bad_head.attention_heads = {2};
+  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(false, true), bad_head).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  ExplainOptions bad_query = o;
+  bad_query.attention_queries = {5};
+  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(false, true), bad_query).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ExplanationTest, RefusesWhatTheModelCannotServe) {
   ExplainOptions gates;
   gates.gates = true;
