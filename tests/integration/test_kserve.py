@@ -63,9 +63,10 @@ def infer(stub, pb, model, datatype, shape, raw, outputs=()):
 
 
 def logits_of(resp):
-    assert resp.outputs[0].name == "logits" and resp.outputs[0].datatype == "FP32"
-    shape = tuple(resp.outputs[0].shape)
-    return np.frombuffer(resp.raw_output_contents[0], dtype="<f4").reshape(shape)
+    i = [o.name for o in resp.outputs].index("logits")
+    assert resp.outputs[i].datatype == "FP32"
+    shape = tuple(resp.outputs[i].shape)
+    return np.frombuffer(resp.raw_output_contents[i], dtype="<f4").reshape(shape)
 
 
 def test_server_and_model_metadata(stub, kv):
@@ -80,7 +81,8 @@ def test_server_and_model_metadata(stub, kv):
     assert list(m.versions) == ["1"] and m.platform == "pytorch_libtorch"
     assert (m.inputs[0].name, m.inputs[0].datatype, list(m.inputs[0].shape)) == \
         ("input", "FP32", [-1, 1, 28, 28])
-    assert (m.outputs[0].name, list(m.outputs[0].shape)) == ("logits", [-1, 10])
+    assert [(o.name, list(o.shape)) for o in m.outputs] == [("logits", [-1, 10]),
+                                                            ("gate_mean", [-1, 4])]
     cfg = stub.ModelConfig(pb.ModelConfigRequest(name="dgvit_fmnist")).config
     assert cfg.name == "dgvit_fmnist" and cfg.max_batch_size == 16
     assert list(cfg.input[0].dims) == [1, 28, 28] and cfg.instance_group[0].count == 1

@@ -96,6 +96,12 @@ absl::StatusOr<std::optional<ExplainOptions>> ParseExplainParameters(
   return std::optional<ExplainOptions>(std::move(o));
 }
 
+// Per-example width of a forward output: classes for "logits", layers for the per-layer
+// statistics ("gate_mean", "vigilance_mean").
+int64_t OutputWidth(const ModelConfig& config, const std::string& name) {
+  return name == "logits" ? config.labels_size() : config.layers();
+}
+
 void FromHistogram(kv::StatisticDuration* d, prometheus::Histogram* h) {
   const auto m = h->Collect();
   SetDuration(d, m.histogram.sample_count, m.histogram.sample_sum);
@@ -232,7 +238,7 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
     out->set_name(name);
     out->set_datatype("FP32");
     out->add_shape(-1);
-    if (name == "logits") out->add_shape(model.config.labels_size());
+    out->add_shape(OutputWidth(model.config, name));
   }
   return Done(ctx, absl::OkStatus());
 }
@@ -349,7 +355,7 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
     auto* out = c->add_output();
     out->set_name(name);
     out->set_data_type(kv::TYPE_FP32);
-    if (name == "logits") out->add_dims(model.config.labels_size());
+    out->add_dims(OutputWidth(model.config, name));
   }
   auto* group = c->add_instance_group();
   group->set_name(model.name);
