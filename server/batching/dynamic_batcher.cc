@@ -157,7 +157,8 @@ void DynamicBatcher::RunBatch(ModelRunner* runner, std::vector<Entry>& batch) {
   }
   // Preparation time is shared out over the runner calls by their size.
   const absl::Duration input_time = absl::Now() - input_start;
-  const size_t prepared = std::max<size_t>(1, batch.size());
+  size_t prepared = explanations.size();
+  for (const auto& [shape, members] : groups) prepared += members.size();
   for (auto& [shape, members] : groups) RunGroup(runner, members, input_time, prepared);
   for (Group& one : explanations) RunGroup(runner, one, input_time, prepared);
 }
