@@ -1,17 +1,15 @@
 // CPU backend of gatescope::dar_attention: the streaming kernel run over
 // (head, row-block) tasks with at::parallel_for.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include "cpu/cpu_features.h"
+#include "cpu/row_blocks.h"
 #include "dar_op.h"
 #include "gatescope/ops/dar_cpu_kernel.h"
 
 namespace gatescope::ops {
 namespace {
-
-constexpr int64_t kRowBlock = 32;
 
 // Fixed-size loops for common head sizes, the generic kernel otherwise; forced inline so
 // each ISA-specific caller below gets its own compiled copy.
@@ -52,15 +50,9 @@ void Rows(const DarShape& shape, const DarPointers<double>& ptr, int64_t bh, int
 
 template <typename T>
 void RunCpu(const DarShape& shape, const DarPointers<T>& ptr) {
-  const int64_t row_blocks = (shape.nq + kRowBlock - 1) / kRowBlock;
-  at::parallel_for(0, shape.batch * shape.heads * row_blocks, 1,
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t task = begin; task < end; ++task) {
-                       const int64_t bh = task / row_blocks;
-                       const int64_t r0 = (task % row_blocks) * kRowBlock;
-                       Rows(shape, ptr, bh, r0, std::min(shape.nq, r0 + kRowBlock));
-                     }
-                   });
+  ForEachRowBlock(shape.batch * shape.heads, shape.nq, [&](int64_t bh, int64_t r0, int64_t r1) {
+    Rows(shape, ptr, bh, r0, r1);
+  });
 }
 
 std::tuple<at::Tensor, at::Tensor> DarAttentionCpu(

@@ -1,17 +1,15 @@
 // CPU backend of gatescope::dgsa_attention: the streaming kernel run over
 // (head, row-block) tasks with at::parallel_for.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include "cpu/cpu_features.h"
+#include "cpu/row_blocks.h"
 #include "dgsa_op.h"
 #include "gatescope/ops/dgsa_cpu_kernel.h"
 
 namespace gatescope::ops {
 namespace {
-
-constexpr int64_t kRowBlock = 32;
 
 // Picks fixed-size loops for common head sizes, the generic kernel otherwise. Forced
 // inline so each caller below gets it compiled for its own instruction set.
@@ -53,13 +51,8 @@ void Rows(const DgsaShape& shape, const DgsaPointers<double>& ptr, int64_t bh, i
 
 template <typename T>
 void RunCpu(const DgsaShape& shape, const DgsaPointers<T>& ptr) {
-  const int64_t row_blocks = (shape.nq + kRowBlock - 1) / kRowBlock;
-  at::parallel_for(0, shape.batch_heads * row_blocks, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t bh = task / row_blocks;
-      const int64_t r0 = (task % row_blocks) * kRowBlock;
-      Rows(shape, ptr, bh, r0, std::min(shape.nq, r0 + kRowBlock));
-    }
+  ForEachRowBlock(shape.batch_heads, shape.nq, [&](int64_t bh, int64_t r0, int64_t r1) {
+    Rows(shape, ptr, bh, r0, r1);
   });
 }
 
