@@ -10,7 +10,7 @@ PACKAGES=(
   libopencv-dev libabsl-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-pytest python3-grpcio
-  dataset-fashion-mnist
+  dataset-fashion-mnist mricron-data
 )
 
 missing=()
