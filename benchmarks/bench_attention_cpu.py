@@ -5,15 +5,23 @@
 paper's vision config (dim 256, 8 heads: d' = 16 per stream, dv = 32).
 --op dar: gatescope::dar_attention (lambda 0.4, rho 0.5, alpha 8, one resonance step) vs
 the eager DAR reference (logits + cosine + resonance maps); pass e.g. --d 32 --dv 32.
+--op gdla: gatescope::gdla_attention (sigmoid gate, RMS-norm weight, lambda [H, D]) vs the
+eager GDLA reference; defaults follow a PVT-GDLA stage-1 decoder (dim 64, 2 heads: D = 32
+per head, --d is D; --dv is unused) at N = 3136 and 16384 tokens (224^2 and 512^2 inputs
+at stride 4).
 For each sequence length N, each variant runs in its own fresh process so that peak
-resident memory (ru_maxrss) is attributable to it. Prints one table row per N with
-times, the speed ratio and the memory ratio. Batch 1.
+resident memory (ru_maxrss) is attributable to it; the workers run with glibc's mmap
+threshold fixed at 128 KiB (MALLOC_MMAP_THRESHOLD_, unless already set), so large buffers
+are returned on free and repeated calls do not pile up retained heap in the peak. Prints
+one table row per N with times, the speed ratio, the extra resident memory of each and
+their ratio. Batch 1.
 
-Usage: /usr/bin/python3 benchmarks/bench_attention_cpu.py [--op dgsa|dar] [--threads 2]
-           [--n 197 1024 4096]
+Usage: /usr/bin/python3 benchmarks/bench_attention_cpu.py [--op dgsa|dar|gdla]
+           [--threads 2] [--n 197 1024 4096]
 """
 import argparse
 import json
+import os
 import pathlib
 import resource
 import subprocess
@@ -24,6 +32,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 DAR = dict(lam=0.4, rho=0.5, alpha=8.0, beta=0.0, steps=1)
+GDLA = dict(eps=1e-5, gate=0)
+# Per-op defaults of --n, --heads, --d and --dv.
+DEFAULTS = {
+    "dgsa": dict(n=[197, 1024, 4096], heads=8, d=16, dv=32),
+    "dar": dict(n=[197, 1024, 4096], heads=8, d=16, dv=32),
+    "gdla": dict(n=[3136, 16384], heads=2, d=32, dv=32),
+}
 
 
 def problem(op, mode, n, heads, d, dv):
@@ -31,7 +46,16 @@ def problem(op, mode, n, heads, d, dv):
     import torch
     from gatescope.attention.dar import dar_reference
     from gatescope.attention.dgsa import dgsa_reference
+    from gatescope.attention.gdla import gdla_reference
     g = torch.Generator().manual_seed(0)
+    if op == "gdla":
+        args = [torch.randn(1, heads, n, d, generator=g) for _ in range(4)]
+        args += [0.1 * torch.randn(heads, d, generator=g), 1 + 0.1 * torch.randn(d, generator=g)]
+        if mode == "fused":
+            return (lambda q, k, v, gate, lam, w: torch.ops.gatescope.gdla_attention(
+                q, k, v, gate, lam, w, GDLA["eps"], GDLA["gate"])), args
+        return (lambda q, k, v, gate, lam, w: gdla_reference(
+            q, k, v, gate, lam, w, GDLA["eps"], GDLA["gate"])), args
     if op == "dar":
         args = [torch.randn(1, heads, n, d, generator=g), torch.randn(1, heads, n, d, generator=g),
                 torch.randn(1, heads, n, dv, generator=g)]
@@ -71,32 +95,44 @@ def run(mode, n, a):
     cmd = [sys.executable, __file__, "--op", a.op, "--worker", mode, "--n", str(n),
            "--threads", str(a.threads),
            "--heads", str(a.heads), "--d", str(a.d), "--dv", str(a.dv), "--repeats", str(a.repeats)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    # A dynamic mmap threshold would let glibc keep freed multi-MB buffers on the heap,
+    # where an aligned reallocation may not reuse them: the peak would then grow with the
+    # number of calls rather than with one call's working set.
+    env = dict(os.environ)
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(128 * 1024))
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--op", choices=["dgsa", "dar"], default="dgsa")
-    ap.add_argument("--n", type=int, nargs="+", default=[197, 1024, 4096])
+    ap.add_argument("--op", choices=sorted(DEFAULTS), default="dgsa")
+    ap.add_argument("--n", type=int, nargs="+")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--heads", type=int, default=8)
-    ap.add_argument("--d", type=int, default=16)
-    ap.add_argument("--dv", type=int, default=32)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--d", type=int)
+    ap.add_argument("--dv", type=int)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--worker", choices=["eager", "fused"])
     a = ap.parse_args()
+    for key, value in DEFAULTS[a.op].items():
+        if getattr(a, key) is None:
+            setattr(a, key, value)
     if a.worker:
         worker(a.op, a.worker, a.n[0], a.threads, a.heads, a.d, a.dv, a.repeats)
         return
-    print(f"{a.op}_attention CPU, batch 1, {a.heads} heads, d={a.d}, dv={a.dv}, "
+    dims = f"D={a.d}" if a.op == "gdla" else f"d={a.d}, dv={a.dv}"
+    print(f"{a.op}_attention CPU, batch 1, {a.heads} heads, {dims}, "
           f"{a.threads} threads, median of {a.repeats}")
-    print("| N | eager ms | fused ms | fused speed-up | eager extra RSS MB | fused extra RSS MB |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| N | eager ms | fused ms | fused speed-up | eager extra RSS MB | fused extra RSS MB "
+          "| memory ratio |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for n in a.n:
         e, f = run("eager", n, a), run("fused", n, a)
+        ratio = (f"{e['extra_rss_mb'] / f['extra_rss_mb']:.1f}x" if f["extra_rss_mb"] >= 0.1
+                 else "n/a")
         print(f"| {n} | {e['ms']:.2f} | {f['ms']:.2f} | {e['ms'] / f['ms']:.2f}x | "
-              f"{e['extra_rss_mb']:.1f} | {f['extra_rss_mb']:.1f} |", flush=True)
+              f"{e['extra_rss_mb']:.1f} | {f['extra_rss_mb']:.1f} | {ratio} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,4 +10,9 @@ TORCH_LIBRARY(gatescope, m) {
       "dar_attention(Tensor q, Tensor k, Tensor v, Tensor? key_padding_mask=None, "
       "bool causal=False, float lam=0.0, float rho=0.5, float alpha=8.0, float beta=0.0, "
       "int steps=1) -> (Tensor, Tensor)");
+  // Gated differential linear attention, O(N); gate 0 sigmoid, 1 silu, 2 none. See
+  // gdla_shape.h.
+  m.def(
+      "gdla_attention(Tensor q, Tensor k, Tensor v, Tensor g, Tensor lam, "
+      "Tensor? norm_weight=None, float eps=1e-5, int gate=0) -> Tensor");
 }

@@ -28,4 +28,30 @@ inline bool UseAvx2() {
 #endif
 }
 
+// Runs Kernel::Run(args...) built for AVX2+FMA when UseAvx2(), for the baseline ISA
+// otherwise. Kernel::Run must be forced inline (GS_KERNEL_INLINE) so that each of the two
+// callers below gets its own copy of the kernel compiled for its instruction set.
+template <typename Kernel>
+struct IsaDispatch {
+  template <typename... Args>
+  static void Run(const Args&... args) {
+#if GS_HAVE_AVX2_PATH
+    if (UseAvx2()) return Avx2(args...);
+#endif
+    Baseline(args...);
+  }
+
+ private:
+  template <typename... Args>
+  static void Baseline(const Args&... args) {
+    Kernel::Run(args...);
+  }
+#if GS_HAVE_AVX2_PATH
+  template <typename... Args>
+  GS_TARGET_AVX2 static void Avx2(const Args&... args) {
+    Kernel::Run(args...);
+  }
+#endif
+};
+
 }  // namespace gatescope::ops

@@ -11,36 +11,23 @@
 namespace gatescope::ops {
 namespace {
 
-// Fixed-size loops for common head sizes, the generic kernel otherwise; forced inline so
-// each ISA-specific caller below gets its own compiled copy.
-GS_KERNEL_INLINE void FloatRowsBySize(const DarShape& shape, const DarPointers<float>& ptr,
-                                      int64_t bh, int64_t r0, int64_t r1) {
-  const auto d = shape.d, dv = shape.dv;
-  if (d == 16 && dv == 16) return DarForwardRows<float, float, 16, 16>(shape, ptr, bh, r0, r1);
-  if (d == 32 && dv == 32) return DarForwardRows<float, float, 32, 32>(shape, ptr, bh, r0, r1);
-  if (d == 64 && dv == 64) return DarForwardRows<float, float, 64, 64>(shape, ptr, bh, r0, r1);
-  if (d == 8 && dv == 16) return DarForwardRows<float, float, 8, 16>(shape, ptr, bh, r0, r1);
-  DarForwardRows<float, float>(shape, ptr, bh, r0, r1);
-}
-
-void FloatRowsBaseline(const DarShape& shape, const DarPointers<float>& ptr, int64_t bh,
-                       int64_t r0, int64_t r1) {
-  FloatRowsBySize(shape, ptr, bh, r0, r1);
-}
-
-#if GS_HAVE_AVX2_PATH
-GS_TARGET_AVX2 void FloatRowsAvx2(const DarShape& shape, const DarPointers<float>& ptr,
-                                  int64_t bh, int64_t r0, int64_t r1) {
-  FloatRowsBySize(shape, ptr, bh, r0, r1);
-}
-#endif
+// Fixed-size loops for common head sizes, the generic kernel otherwise; IsaDispatch builds
+// it once per instruction set.
+struct FloatRows {
+  GS_KERNEL_INLINE static void Run(const DarShape& s, const DarPointers<float>& p, int64_t bh,
+                                   int64_t r0, int64_t r1) {
+    const auto d = s.d, dv = s.dv;
+    if (d == 16 && dv == 16) return DarForwardRows<float, float, 16, 16>(s, p, bh, r0, r1);
+    if (d == 32 && dv == 32) return DarForwardRows<float, float, 32, 32>(s, p, bh, r0, r1);
+    if (d == 64 && dv == 64) return DarForwardRows<float, float, 64, 64>(s, p, bh, r0, r1);
+    if (d == 8 && dv == 16) return DarForwardRows<float, float, 8, 16>(s, p, bh, r0, r1);
+    DarForwardRows<float, float>(s, p, bh, r0, r1);
+  }
+};
 
 void Rows(const DarShape& shape, const DarPointers<float>& ptr, int64_t bh, int64_t r0,
           int64_t r1) {
-#if GS_HAVE_AVX2_PATH
-  if (UseAvx2()) return FloatRowsAvx2(shape, ptr, bh, r0, r1);
-#endif
-  FloatRowsBaseline(shape, ptr, bh, r0, r1);
+  IsaDispatch<FloatRows>::Run(shape, ptr, bh, r0, r1);
 }
 
 void Rows(const DarShape& shape, const DarPointers<double>& ptr, int64_t bh, int64_t r0,

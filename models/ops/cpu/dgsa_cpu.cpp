@@ -11,37 +11,24 @@
 namespace gatescope::ops {
 namespace {
 
-// Picks fixed-size loops for common head sizes, the generic kernel otherwise. Forced
-// inline so each caller below gets it compiled for its own instruction set.
-GS_KERNEL_INLINE void FloatRowsBySize(const DgsaShape& shape, const DgsaPointers<float>& ptr,
-                                      int64_t bh, int64_t r0, int64_t r1) {
-  const auto d = shape.d, dv = shape.dv;
-  if (d == 8 && dv == 16) return DgsaForwardRows<float, float, 8, 16>(shape, ptr, bh, r0, r1);
-  if (d == 16 && dv == 32) return DgsaForwardRows<float, float, 16, 32>(shape, ptr, bh, r0, r1);
-  if (d == 32 && dv == 64) return DgsaForwardRows<float, float, 32, 64>(shape, ptr, bh, r0, r1);
-  if (d == 64 && dv == 64) return DgsaForwardRows<float, float, 64, 64>(shape, ptr, bh, r0, r1);
-  if (d == 64 && dv == 128) return DgsaForwardRows<float, float, 64, 128>(shape, ptr, bh, r0, r1);
-  DgsaForwardRows<float, float>(shape, ptr, bh, r0, r1);
-}
-
-void FloatRowsBaseline(const DgsaShape& shape, const DgsaPointers<float>& ptr, int64_t bh,
-                       int64_t r0, int64_t r1) {
-  FloatRowsBySize(shape, ptr, bh, r0, r1);
-}
-
-#if GS_HAVE_AVX2_PATH
-GS_TARGET_AVX2 void FloatRowsAvx2(const DgsaShape& shape, const DgsaPointers<float>& ptr,
-                                  int64_t bh, int64_t r0, int64_t r1) {
-  FloatRowsBySize(shape, ptr, bh, r0, r1);
-}
-#endif
+// Fixed-size loops for common head sizes, the generic kernel otherwise; IsaDispatch builds
+// it once per instruction set.
+struct FloatRows {
+  GS_KERNEL_INLINE static void Run(const DgsaShape& s, const DgsaPointers<float>& p, int64_t bh,
+                                   int64_t r0, int64_t r1) {
+    const auto d = s.d, dv = s.dv;
+    if (d == 8 && dv == 16) return DgsaForwardRows<float, float, 8, 16>(s, p, bh, r0, r1);
+    if (d == 16 && dv == 32) return DgsaForwardRows<float, float, 16, 32>(s, p, bh, r0, r1);
+    if (d == 32 && dv == 64) return DgsaForwardRows<float, float, 32, 64>(s, p, bh, r0, r1);
+    if (d == 64 && dv == 64) return DgsaForwardRows<float, float, 64, 64>(s, p, bh, r0, r1);
+    if (d == 64 && dv == 128) return DgsaForwardRows<float, float, 64, 128>(s, p, bh, r0, r1);
+    DgsaForwardRows<float, float>(s, p, bh, r0, r1);
+  }
+};
 
 void Rows(const DgsaShape& shape, const DgsaPointers<float>& ptr, int64_t bh, int64_t r0,
           int64_t r1) {
-#if GS_HAVE_AVX2_PATH
-  if (UseAvx2()) return FloatRowsAvx2(shape, ptr, bh, r0, r1);
-#endif
-  FloatRowsBaseline(shape, ptr, bh, r0, r1);
+  IsaDispatch<FloatRows>::Run(shape, ptr, bh, r0, r1);
 }
 
 void Rows(const DgsaShape& shape, const DgsaPointers<double>& ptr, int64_t bh, int64_t r0,
