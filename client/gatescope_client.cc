@@ -1,7 +1,9 @@
 // gatescope-client: command-line client of the gatescope.v1 API.
 //
 //   gatescope-client predict --server ADDR --model NAME [--version V] [--top-k K]
-//       [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32] FILE...
+//       [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32]
+//       [--out DIR [--probabilities]] [--image FILE] FILE...
+//     (--image FILE names an input like a positional FILE, for every command.)
 //   gatescope-client models --server ADDR
 //   gatescope-client health --server ADDR [--service NAME]
 //   gatescope-client services --server ADDR     (lists services via server reflection)
@@ -17,6 +19,17 @@
 //         <stem>.attention.L<l>.npy and <stem>.attention_resonance.L<l>.npy [H,N,N], and
 //         <stem>.json (classes and the .npy file names);
 //       --format json: <stem>.json with the classes and every map as nested arrays.
+//   gatescope-client explain --server ADDR --model SEGMENTATION_MODEL [--gates]
+//       [--query Y,X] --out DIR FILE...
+//     per input (<p> = DIR/ for one input, else <stem>.), see segmentation_output.h:
+//       <p>mask.png             the class map over the input, with a legend;
+//       <p>gates.png            input | gate s<k> per decoder stage (with --gates);
+//       <p>gate.s<k>.npy        float32 [h_k, w_k];
+//       <p>query_attention.png  input | attention of pixel (Y, X) per stage, the pixel
+//                               marked (with --query);
+//       <p>query_attention.s<k>.npy  float32 [h_k, w_k];
+//     and prints {"file":..., "height":H0, "width":W0, "class_pixels":{"<label>":n, ...},
+//       "mask":..., "gates":..., "query_attention":..., "npy":[...]}.
 //   gatescope-client explain --server ADDR --compare MODEL1,MODEL2,... [--head-fusion ...]
 //       [--signed ...] [--discard-ratio R] [--start-layer L] --out DIR FILE...
 //     per input <stem>.compare.png: the input, then each model's rollout over it captioned
@@ -26,10 +39,17 @@
 //
 // predict prints one JSON object per input, in order:
 //   {"file":..., "label":..., "score":..., "topk":[{"label":..., "score":...}, ...]}
+// or, for segmentation models,
+//   {"file":..., "height":H0, "width":W0, "class_pixels":{"<label>":pixels, ...}} with,
+//   when --out DIR is given, "mask":<p>mask.png (classes over the input, legend),
+//   "mask_raw":<p>mask_raw.png (the server's 8-bit class-index PNG) and, with
+//   --probabilities, "probabilities":<p>probabilities.npy (float32 [classes, H0, W0]);
+//   <p> is DIR/ for one input, DIR/<file name>. for several;
 // or {"file":..., "error":{"code":"INVALID_ARGUMENT", "message":...}}; exits 2 if any failed.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <cstdlib>
@@ -37,15 +57,18 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "client/cli_args.h"
+#include "client/file_io.h"
 #include "client/json_writer.h"
 #include "client/npy_writer.h"
 #include "client/panel.h"
+#include "client/segmentation_output.h"
 #include "client/status_names.h"
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -60,7 +83,8 @@ using ::gatescope::v1::Inference;
 
 const char kUsage[] =
     "usage: gatescope-client predict --server ADDR --model NAME [--version V] [--top-k K]\n"
-    "           [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32] FILE...\n"
+    "           [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32]\n"
+    "           [--out DIR [--probabilities]] [--image FILE] FILE...\n"
     "       gatescope-client models --server ADDR\n"
     "       gatescope-client health --server ADDR [--service NAME]\n"
     "       gatescope-client services --server ADDR\n"
@@ -68,18 +92,11 @@ const char kUsage[] =
     "           [--resonance] [--layers 0,2] [--head-fusion mean|max|min]\n"
     "           [--signed clamp|abs|raw] [--discard-ratio R] [--start-layer L]\n"
     "           [--format npy|json] --out DIR FILE...\n"
+    "       gatescope-client explain --server ADDR --model SEGMENTATION_MODEL [--gates]\n"
+    "           [--query Y,X] --out DIR [--image FILE] FILE...\n"
     "       gatescope-client explain --server ADDR --compare MODEL1,MODEL2,...\n"
     "           [--head-fusion ...] [--signed ...] [--discard-ratio R] [--start-layer L]\n"
     "           --out DIR FILE...\n";
-
-bool ReadFile(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
-}
 
 std::string ErrorLine(const std::string& file, const std::string& code, const std::string& msg) {
   return "{\"file\":" + JsonString(file) + ",\"error\":{\"code\":" + JsonString(code) +
@@ -120,6 +137,50 @@ int Health(const Args& args) {
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 3;
 }
 
+// Output path prefix for `file` under `out_dir`: its whole file name (extension kept); a
+// repeated name gets a counter so no input's results overwrite another's.
+std::string UniqueStem(const std::string& out_dir, const std::string& file,
+                       std::set<std::string>& used) {
+  const std::string base = std::filesystem::path(file).filename().string();
+  std::string stem = (std::filesystem::path(out_dir) / base).string();
+  for (int n = 2; used.count(stem); ++n) {
+    stem = (std::filesystem::path(out_dir) / (base + "." + std::to_string(n))).string();
+  }
+  used.insert(stem);
+  return stem;
+}
+
+bool MakeOutDir(const std::string& out_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec || !std::filesystem::is_directory(out_dir)) {
+    std::cout << ErrorLine(out_dir, "CLIENT", "cannot create the output directory") << std::endl;
+    return false;
+  }
+  return true;
+}
+
+// Where one input's segmentation files go: DIR/ for a single input, else DIR/<file name>.
+// (UniqueStem) so that inputs do not overwrite each other's files.
+std::string SegmentationPrefix(const Args& args, const std::string& out_dir,
+                               const std::string& file, std::set<std::string>& used) {
+  if (args.positional.size() == 1) return (std::filesystem::path(out_dir) / "").string();
+  return UniqueStem(out_dir, file, used) + ".";
+}
+
+// The model's labels from GetModelMetadata; empty if they cannot be had (then class
+// indices name the classes).
+std::vector<std::string> FetchLabels(Inference::Stub& stub, const Args& args) {
+  v1::ModelMetadataRequest request;
+  request.set_model_name(args.Get("model", ""));
+  request.set_model_version(args.Get("version", ""));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ModelMetadataResponse response;
+  if (!stub.GetModelMetadata(&ctx, request, &response).ok()) return {};
+  return {response.config().labels().begin(), response.config().labels().end()};
+}
+
 int Predict(const Args& args) {
   auto get = [&](const std::string& k, const std::string& def) { return args.Get(k, def); };
   const std::string model = get("model", "");
@@ -131,13 +192,20 @@ int Predict(const Args& args) {
   const int timeout_ms = std::atoi(get("timeout-ms", "30000").c_str());
   const std::string raw_shape = get("raw-shape", "");
   const std::string raw_dtype = get("raw-dtype", "uint8");
+  const std::string out_dir = get("out", "");
+  if (!out_dir.empty() && !MakeOutDir(out_dir)) return 1;
   auto stub = Connect(args);
   int failures = 0;
+  std::set<std::string> used_stems;
+  std::optional<std::vector<std::string>> labels;  // fetched with the first segmentation
   for (const std::string& file : args.positional) {
     v1::PredictRequest request;
     request.set_model_name(model);
     request.set_model_version(get("version", ""));
     request.set_top_k(top_k);
+    // Segmentation models only (classifiers ignore them).
+    request.set_mask_png(!out_dir.empty());
+    request.set_class_probabilities(!out_dir.empty() && get("probabilities", "") == "true");
     std::string bytes;
     if (!ReadFile(file, bytes)) {
       std::cout << ErrorLine(file, "CLIENT", "cannot read file") << std::endl;
@@ -163,6 +231,21 @@ int Predict(const Args& args) {
       continue;
     }
     std::string line = "{\"file\":" + JsonString(file);
+    if (response.has_segmentation()) {
+      if (!labels) labels = FetchLabels(*stub, args);
+      line += SegmentationJson(response.segmentation(), *labels);
+      std::string why;
+      if (!out_dir.empty() &&
+          !WritePredictFiles(SegmentationPrefix(args, out_dir, file, used_stems),
+                             raw_shape.empty() ? DecodeBgr(request.image()) : cv::Mat(),
+                             response.segmentation(), *labels, line, why)) {
+        std::cout << ErrorLine(file, "CLIENT", why) << std::endl;
+        ++failures;
+        continue;
+      }
+      std::cout << line << "}" << std::endl;
+      continue;
+    }
     if (response.classes_size() > 0) {
       line += ",\"label\":" + JsonString(response.classes(0).label()) +
               ",\"score\":" + JsonNumber(response.classes(0).probability());
@@ -283,17 +366,6 @@ cv::Mat Rendered(Render render) {
   }
 }
 
-bool WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  return static_cast<bool>(out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())));
-}
-
-bool WritePng(const std::string& path, const cv::Mat& image) {
-  std::vector<uchar> png;
-  return !image.empty() && cv::imencode(".png", image, png) &&
-         WriteBytes(path, std::string(png.begin(), png.end()));
-}
-
 std::string ModelErrorLine(const std::string& file, const std::string& model,
                            const std::string& code, const std::string& msg) {
   return "{\"file\":" + JsonString(file) + ",\"model\":" + JsonString(model) +
@@ -307,19 +379,6 @@ std::string ClassesJson(const v1::ExplainResponse& resp) {
             ",\"score\":" + JsonNumber(resp.classes(i).probability()) + "}";
   }
   return json + "]";
-}
-
-// Output path prefix for `file` under `out_dir`: its whole file name (extension kept); a
-// repeated name gets a counter so no input's results overwrite another's.
-std::string UniqueStem(const std::string& out_dir, const std::string& file,
-                       std::set<std::string>& used) {
-  const std::string base = std::filesystem::path(file).filename().string();
-  std::string stem = (std::filesystem::path(out_dir) / base).string();
-  for (int n = 2; used.count(stem); ++n) {
-    stem = (std::filesystem::path(out_dir) / (base + "." + std::to_string(n))).string();
-  }
-  used.insert(stem);
-  return stem;
 }
 
 // The request for `model` on `image` with the command's rollout options.
@@ -438,16 +497,6 @@ bool WriteJsonOutput(const std::string& file, const std::string& stem,
   return WriteBytes(stem + ".json", json + "}\n");
 }
 
-bool MakeOutDir(const std::string& out_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec || !std::filesystem::is_directory(out_dir)) {
-    std::cout << ErrorLine(out_dir, "CLIENT", "cannot create the output directory") << std::endl;
-    return false;
-  }
-  return true;
-}
-
 // Reads and decodes `file` (bytes and BGR image); prints an error line if it cannot.
 bool ReadImage(const std::string& file, std::string& bytes, cv::Mat& image) {
   if (!ReadFile(file, bytes)) {
@@ -536,11 +585,24 @@ int Explain(const Args& args) {
     std::cerr << kUsage;
     return 1;
   }
+  std::optional<v1::QueryPixel> query;
+  if (!args.Get("query", "").empty()) {
+    int y = 0, x = 0;
+    char extra = 0;
+    if (std::sscanf(args.Get("query", "").c_str(), "%d,%d%c", &y, &x, &extra) != 2) {
+      std::cerr << "--query wants Y,X (pixel row and column of the input)\n" << kUsage;
+      return 1;
+    }
+    query.emplace();
+    query->set_y(y);
+    query->set_x(x);
+  }
   if (!MakeOutDir(out_dir)) return 1;
   if (!compare.empty()) return Compare(args, out_dir);
   auto stub = Connect(args);
   int failures = 0;
   std::set<std::string> used_stems;
+  std::optional<std::vector<std::string>> labels;  // fetched with the first segmentation
   for (const std::string& file : args.positional) {
     std::string bytes;
     cv::Mat image;
@@ -557,9 +619,23 @@ int Explain(const Args& args) {
     for (std::string l; std::getline(layers, l, ',');) {
       if (!l.empty()) req.add_attention_layers(std::atoi(l.c_str()));
     }
+    if (query) *req.mutable_query_pixel() = *query;
     v1::ExplainResponse resp;
     const grpc::Status st = CallExplain(*stub, args, req, resp);
     std::string why;
+    if (st.ok() && resp.has_segmentation()) {
+      if (!labels) labels = FetchLabels(*stub, args);
+      std::string line = "{\"file\":" + JsonString(file) +
+                         SegmentationJson(resp.segmentation(), *labels);
+      if (!WriteExplainFiles(SegmentationPrefix(args, out_dir, file, used_stems), image, resp,
+                             query ? &*query : nullptr, *labels, line, why)) {
+        std::cout << ErrorLine(file, "CLIENT", why) << std::endl;
+        ++failures;
+        continue;
+      }
+      std::cout << line << "}" << std::endl;
+      continue;
+    }
     if (!st.ok() || !CheckResponse(resp, why)) {
       std::cout << ErrorLine(file, st.ok() ? "CLIENT" : CodeName(st.error_code()),
                              st.ok() ? why : st.error_message())
@@ -630,7 +706,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   Args args;
-  if (!ParseArgs(argc, argv, 2, args, {"rollout", "gates", "resonance"})) return 1;
+  if (!ParseArgs(argc, argv, 2, args, {"rollout", "gates", "resonance", "probabilities"})) {
+    return 1;
+  }
+  // --image FILE is another way to name one input file.
+  if (auto it = args.flags.find("image"); it != args.flags.end()) {
+    args.positional.insert(args.positional.begin(), it->second);
+  }
   const std::string cmd = argv[1];
   if (cmd == "predict") return Predict(args);
   if (cmd == "models") return Models(args);

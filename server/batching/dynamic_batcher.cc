@@ -173,7 +173,13 @@ void DynamicBatcher::RunGroup(ModelRunner* runner, Group& members, absl::Duratio
     for (auto& m : members) inputs.push_back(m.second);
     const at::Tensor stacked = at::stack(inputs);
     if (explain == nullptr) return runner->Predict(stacked);
-    return runner->Explain(stacked, explain->explain_layers,
+    std::vector<double> args;
+    if (explain->explain_args) {
+      absl::StatusOr<std::vector<double>> got = explain->explain_args();
+      if (!got.ok()) return got.status();
+      args = *std::move(got);
+    }
+    return runner->Explain(stacked, explain->explain_layers, args,
                            [explain](int layer, const NamedTensors& maps) {
                              NamedTensors one;
                              for (const auto& [name, t] : maps) one.emplace(name, t[0]);

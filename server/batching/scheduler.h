@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -38,6 +39,11 @@ struct WorkItem {
   // layer's maps of this request, batch dim removed. Such items always run alone.
   LayerMapsVisitor explain_layer;
   int explain_layers = 0;
+  // Optional, for explain requests: called on the worker thread after make_input succeeded
+  // (so it may use what make_input learnt, e.g. the input's size) and before the pass; its
+  // values are the extra arguments of the pass's start (ModelRunner::Explain `args`). An
+  // error finishes the item with it, unrun. Unset: no extra arguments.
+  std::function<absl::StatusOr<std::vector<double>>()> explain_args;
 };
 
 class Scheduler {

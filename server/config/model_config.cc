@@ -30,8 +30,10 @@ void FillDefaults(ModelConfig& config) {
 }  // namespace
 
 absl::Status ValidateModelConfig(const ModelConfig& config) {
-  if (config.task() != "image_classification") {
-    return Invalid(absl::StrCat("unsupported task '", config.task(), "'"));
+  const bool segmentation = config.task() == kImageSegmentation;
+  if (config.task() != kImageClassification && !segmentation) {
+    return Invalid(absl::StrCat("unsupported task '", config.task(), "' (",
+                                kImageClassification, " or ", kImageSegmentation, ")"));
   }
   const InputSpec& in = config.input();
   if (in.shape_size() != 3) return Invalid("input.shape must be [C, H, W]");
@@ -42,6 +44,11 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
   if (!((in.color() == "gray" && channels == 1) || (in.color() == "rgb" && channels == 3))) {
     return Invalid("input.color must be 'gray' with C = 1 or 'rgb' with C = 3");
   }
+  if (!in.normalization().empty() && in.normalization() != kMeanStd &&
+      in.normalization() != kMinMax) {
+    return Invalid(absl::StrCat("input.normalization must be '", kMeanStd, "' or '", kMinMax,
+                                "', not '", in.normalization(), "'"));
+  }
   if (in.mean_size() != channels || in.std_size() != channels) {
     return Invalid("input.mean and input.std need one value per channel");
   }
@@ -50,16 +57,32 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
   }
   if (!(in.scale() > 0.f)) return Invalid("input.scale must be positive");
   if (config.labels_size() < 1) return Invalid("labels must not be empty");
+  if (segmentation && (config.labels_size() < 2 || config.labels_size() > 256)) {
+    return Invalid("image_segmentation needs 2..256 labels (masks are UINT8 class indices)");
+  }
   bool has_logits = false;
   for (const auto& o : config.outputs()) has_logits |= (o == "logits");
   if (!has_logits) return Invalid("outputs must include 'logits'");
   if (config.max_batch_size() < 0) return Invalid("max_batch_size must be >= 0");
+  if (config.layers() < 0 || config.heads() < 0) return Invalid("layers and heads must be >= 0");
   if (config.token_grid_size() != 0 &&
       (config.token_grid_size() != 2 || config.token_grid(0) <= 0 || config.token_grid(1) <= 0)) {
     return Invalid("token_grid must be [rows, cols] with positive entries");
   }
+  if (segmentation) {
+    for (const auto& kind : config.maps()) {
+      if (kind != "attention" && kind != "gate") {
+        return Invalid(absl::StrCat("image_segmentation maps are 'attention' and 'gate', not '",
+                                    kind, "'"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
+
+bool IsSegmentation(const ModelConfig& config) { return config.task() == kImageSegmentation; }
+
+bool UsesMinMax(const InputSpec& spec) { return spec.normalization() == kMinMax; }
 
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json) {
   ModelConfig config;

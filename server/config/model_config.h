@@ -11,12 +11,28 @@ namespace gatescope {
 using ModelConfig = ::gatescope::v1::ModelConfig;
 using InputSpec = ::gatescope::v1::InputSpec;
 
+// ModelConfig.task values.
+inline constexpr char kImageClassification[] = "image_classification";
+inline constexpr char kImageSegmentation[] = "image_segmentation";
+// InputSpec.normalization values ("" means kMeanStd).
+inline constexpr char kMeanStd[] = "mean_std";
+inline constexpr char kMinMax[] = "minmax";
+
 // Parses JSON (snake_case or camelCase field names; unknown fields rejected), fills
 // defaults (scale 1/255, color from channel count, mean 0 / std 1) and validates.
 // INVALID_ARGUMENT names the offending field.
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json);
 
-// Checks a config already in memory; same rules as ParseModelConfig.
+// Checks a config already in memory; same rules as ParseModelConfig. Besides the shape,
+// colour and normalisation of the input: task image_classification or image_segmentation
+// (the latter with 2..256 labels and only "attention" / "gate" maps); outputs include
+// "logits". input.any_size is accepted for either task (classifiers then take pixel
+// tensors of any size too, resized like a segmentation model's).
 absl::Status ValidateModelConfig(const ModelConfig& config);
+
+// Task image_segmentation.
+bool IsSegmentation(const ModelConfig& config);
+// normalization "minmax".
+bool UsesMinMax(const InputSpec& spec);
 
 }  // namespace gatescope

@@ -13,21 +13,51 @@
 namespace gatescope {
 namespace {
 
-// Applies (v * scale - mean[c]) / std[c] to float pixels in 0..255 units, [C,H,W].
-at::Tensor Normalise(at::Tensor pixels, const InputSpec& spec) {
-  const int64_t channels = pixels.size(0);
-  auto mean = at::empty({channels, 1, 1}, at::kFloat);
-  auto std = at::empty({channels, 1, 1}, at::kFloat);
-  for (int64_t c = 0; c < channels; ++c) {
-    mean[c] = spec.mean(c);
-    std[c] = spec.std(c);
+ImageSize ModelSize(const InputSpec& spec) { return {spec.shape(1), spec.shape(2)}; }
+
+// Runs f, turning Torch's exceptions (e.g. allocation failures) into INTERNAL.
+template <typename F>
+absl::StatusOr<at::Tensor> Caught(F&& f) {
+  try {
+    return f();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("preprocessing failed: ", e.what_without_backtrace()));
   }
-  return ((pixels * spec.scale()) - mean) / std;
+}
+
+// The shape [C, H0, W0] a pixel tensor of `shape` stands for ([H0, W0] gains C = 1 when
+// the model has one channel); unchanged otherwise.
+std::vector<int64_t> WithChannels(const std::vector<int64_t>& shape, const InputSpec& spec) {
+  std::vector<int64_t> out = shape;
+  if (out.size() == 2 && spec.shape(0) == 1) out.insert(out.begin(), 1);
+  return out;
+}
+
+absl::Status CheckPixelShape(const std::vector<int64_t>& shape, const InputSpec& spec) {
+  const std::vector<int64_t> want(spec.shape().begin(), spec.shape().end());
+  const std::vector<int64_t> got = WithChannels(shape, spec);
+  if (!spec.any_size()) {
+    if (got == want) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("tensor shape [", absl::StrJoin(shape, ","),
+                                                   "] does not match the model input [",
+                                                   absl::StrJoin(want, ","), "]"));
+  }
+  if (got.size() != 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor shape [", absl::StrJoin(shape, ","), "] must be [C, H, W]",
+        want[0] == 1 ? " or [H, W]" : ""));
+  }
+  if (got[0] != want[0]) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor has ", got[0], " channels, model expects ", want[0]));
+  }
+  return CheckInputSize({got[1], got[2]}, "tensor");
 }
 
 }  // namespace
 
-absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& spec) {
+absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& spec,
+                                       ImageSize* output_size) {
   if (bytes.empty()) return absl::InvalidArgumentError("image is empty");
   const bool gray = spec.color() == "gray";
   cv::Mat decoded;
@@ -41,10 +71,15 @@ absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& 
   if (decoded.empty()) {
     return absl::InvalidArgumentError("image could not be decoded (PNG or JPEG expected)");
   }
-  const int h = static_cast<int>(spec.shape(1)), w = static_cast<int>(spec.shape(2));
+  const ImageSize model = ModelSize(spec);
+  const ImageSize own{decoded.rows, decoded.cols};
+  if (spec.any_size()) {
+    if (absl::Status st = CheckInputSize(own, "image"); !st.ok()) return st;
+  }
+  const int h = static_cast<int>(model.height), w = static_cast<int>(model.width);
   cv::Mat resized = decoded;
   try {
-    if (decoded.rows != h || decoded.cols != w) {
+    if (!spec.any_size() && (decoded.rows != h || decoded.cols != w)) {
       const bool shrink = decoded.rows > h || decoded.cols > w;
       cv::resize(decoded, resized, cv::Size(w, h), 0, 0,
                  shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
@@ -55,46 +90,50 @@ absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& 
   }
   cv::Mat contiguous = resized.isContinuous() ? resized : resized.clone();
   const int64_t channels = gray ? 1 : 3;
-  // HWC uint8 -> CHW float
-  at::Tensor hwc = at::from_blob(contiguous.data, {h, w, channels}, at::kByte);
-  at::Tensor chw = hwc.permute({2, 0, 1}).to(at::kFloat).contiguous();
-  return Normalise(chw, spec);
+  if (output_size != nullptr) *output_size = spec.any_size() ? own : model;
+  return Caught([&] {
+    // HWC uint8 -> CHW float in 0..255 units
+    at::Tensor hwc =
+        at::from_blob(contiguous.data, {contiguous.rows, contiguous.cols, channels}, at::kByte);
+    at::Tensor chw = hwc.permute({2, 0, 1}).to(at::kFloat).contiguous();
+    return ToModelInput(chw, spec);
+  });
 }
 
 absl::StatusOr<at::Tensor> PixelsToTensor(std::string_view data, PixelType type,
                                           const std::vector<int64_t>& shape,
-                                          const InputSpec& spec) {
-  std::vector<int64_t> want(spec.shape().begin(), spec.shape().end());
-  std::vector<int64_t> got = shape;
-  if (got.size() == 2 && want[0] == 1) got.insert(got.begin(), 1);
-  if (got != want) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor shape [", absl::StrJoin(shape, ","),
-                                                   "] does not match the model input [",
-                                                   absl::StrJoin(want, ","), "]"));
-  }
-  const int64_t count = want[0] * want[1] * want[2];
+                                          const InputSpec& spec, ImageSize* output_size) {
+  if (absl::Status st = CheckPixelShape(shape, spec); !st.ok()) return st;
+  const std::vector<int64_t> dims = WithChannels(shape, spec);  // [C, H0, W0], checked
+  const int64_t count = dims[0] * dims[1] * dims[2];
   const size_t elem = type == PixelType::kUint8 ? 1 : 4;
   if (data.size() != static_cast<size_t>(count) * elem) {
     return absl::InvalidArgumentError(absl::StrCat("tensor data has ", data.size(),
                                                    " bytes, shape needs ", count * elem));
   }
-  at::Tensor pixels;
-  if (type == PixelType::kUint8) {
-    pixels = at::empty(want, at::kByte);
-    std::memcpy(pixels.data_ptr(), data.data(), data.size());
-    pixels = pixels.to(at::kFloat);
-  } else {
-    pixels = at::empty(want, at::kFloat);
-    std::memcpy(pixels.data_ptr(), data.data(), data.size());
-    const float* p = pixels.data_ptr<float>();
+  if (type == PixelType::kFloat32) {
     for (int64_t i = 0; i < count; ++i) {
-      if (!std::isfinite(p[i]) || p[i] < 0.f || p[i] > 1.f) {
+      float v;
+      std::memcpy(&v, data.data() + i * 4, 4);
+      if (!std::isfinite(v) || v < 0.f || v > 1.f) {
         return absl::InvalidArgumentError("float32 pixels must be finite and within [0, 1]");
       }
     }
-    pixels = pixels * 255.f;
   }
-  return Normalise(pixels, spec);
+  if (output_size != nullptr) *output_size = {dims[1], dims[2]};
+  return Caught([&] {
+    at::Tensor pixels;
+    if (type == PixelType::kUint8) {
+      pixels = at::empty(dims, at::kByte);
+      std::memcpy(pixels.data_ptr(), data.data(), data.size());
+      pixels = pixels.to(at::kFloat);
+    } else {
+      pixels = at::empty(dims, at::kFloat);
+      std::memcpy(pixels.data_ptr(), data.data(), data.size());
+      pixels = pixels * 255.f;
+    }
+    return ToModelInput(pixels, spec);
+  });
 }
 
 }  // namespace gatescope

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -29,13 +30,17 @@ class ModelRunner {
 
   // Runs the model's explanation pass on `batch` one layer at a time: for each layer
   // 0..layers-1, calls visit(layer, maps) with that layer's maps keyed by kind (e.g.
-  // "attention" [B,H,N,N], "gate" [B,H,N]) before computing the next layer, so at most one
-  // layer's maps exist at once. Returns the pass's final outputs ("logits"). Same blocking
-  // and threading contract as Predict. UNIMPLEMENTED when the model cannot explain.
+  // "attention" [B,H,N,N], "gate" [B,H,N]; segmentation: [B,h_s,w_s] per decoder stage)
+  // before computing the next layer, so at most one layer's maps exist at once. `args` go
+  // to the pass's start after the input when not empty (segmentation: the query point
+  // [qy, qx]); classifiers get none. Returns the pass's final outputs ("logits"). Same
+  // blocking and threading contract as Predict. UNIMPLEMENTED when the model cannot explain.
   virtual absl::StatusOr<NamedTensors> Explain(const at::Tensor& batch, int layers,
+                                               const std::vector<double>& args,
                                                const LayerMapsVisitor& visit) {
     (void)batch;
     (void)layers;
+    (void)args;
     (void)visit;
     return absl::UnimplementedError("this model cannot explain");
   }

@@ -81,6 +81,7 @@ absl::StatusOr<NamedTensors> TorchScriptRunner::Predict(const at::Tensor& batch)
 }
 
 absl::StatusOr<NamedTensors> TorchScriptRunner::Explain(const at::Tensor& batch, int layers,
+                                                        const std::vector<double>& args,
                                                         const LayerMapsVisitor& visit) {
   return Caught("explain", [&]() -> absl::StatusOr<NamedTensors> {
     auto begin = impl_->module.find_method("explain_begin");
@@ -90,7 +91,8 @@ absl::StatusOr<NamedTensors> TorchScriptRunner::Explain(const at::Tensor& batch,
       return absl::UnimplementedError("model has no explain_begin/explain_layer/explain_end");
     }
     c10::InferenceMode guard;
-    c10::IValue tokens = (*begin)({batch});
+    c10::IValue tokens = args.empty() ? (*begin)({batch})
+                                      : (*begin)({batch, c10::List<double>(args)});
     for (int l = 0; l < layers; ++l) {
       c10::IValue step = (*layer)({tokens, static_cast<int64_t>(l)});
       if (!step.isTuple() || step.toTupleRef().elements().size() != 2) {

@@ -28,10 +28,12 @@ class TorchScriptRunner : public ModelRunner {
   // Runs under torch::InferenceMode; c10::Error becomes INTERNAL (INVALID_ARGUMENT for
   // shape errors the model raises on its input).
   absl::StatusOr<NamedTensors> Predict(const at::Tensor& batch) override;
-  // Calls the exported explain_begin(x) -> tokens, explain_layer(tokens, l) ->
-  // (tokens, Dict[str, Tensor]) for each layer, and explain_end(tokens) -> Dict[str, Tensor];
-  // UNIMPLEMENTED when the model lacks them.
+  // Calls the exported explain_begin(x) (or explain_begin(x, args: List[float]) when `args`
+  // is not empty) -> state, explain_layer(state, l) -> (state, Dict[str, Tensor]) for each
+  // layer, and explain_end(state) -> Dict[str, Tensor]; the state is opaque (a tensor or a
+  // tuple). UNIMPLEMENTED when the model lacks them.
   absl::StatusOr<NamedTensors> Explain(const at::Tensor& batch, int layers,
+                                       const std::vector<double>& args,
                                        const LayerMapsVisitor& visit) override;
 
  private:

@@ -1,5 +1,6 @@
 // ModelRunner fake: "logits" = per-example sum of the input times [1, 2, ..., classes].
-// Records batch sizes; can be held closed so tests can build up a queue.
+// Records batch sizes; can be held closed so tests can build up a queue. Explain visits
+// each layer l with {"layer": [B] filled with l} and records the extra arguments.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -25,6 +26,20 @@ class FakeRunner : public ModelRunner {
     return NamedTensors{{"logits", sums * at::arange(1, classes_ + 1, at::kFloat)}};
   }
 
+  absl::StatusOr<NamedTensors> Explain(const at::Tensor& batch, int layers,
+                                       const std::vector<double>& args,
+                                       const LayerMapsVisitor& visit) override {
+    {
+      absl::MutexLock lock(&mu_);
+      explain_args_.push_back(args);
+    }
+    for (int l = 0; l < layers; ++l) {
+      absl::Status st = visit(l, {{"layer", at::full({batch.size(0)}, float(l))}});
+      if (!st.ok()) return st;
+    }
+    return Predict(batch);
+  }
+
   void Hold() { absl::MutexLock l(&mu_); open_ = false; }
   void Release() { absl::MutexLock l(&mu_); open_ = true; }
   void FailWith(absl::Status s) { absl::MutexLock l(&mu_); fail_with_ = std::move(s); }
@@ -35,6 +50,7 @@ class FakeRunner : public ModelRunner {
     mu_.Await(absl::Condition(&reached));
   }
   std::vector<int64_t> batch_sizes() { absl::MutexLock l(&mu_); return batch_sizes_; }
+  std::vector<std::vector<double>> explain_args() { absl::MutexLock l(&mu_); return explain_args_; }
 
  private:
   const int classes_;
@@ -43,6 +59,7 @@ class FakeRunner : public ModelRunner {
   int entered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_with_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> batch_sizes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<double>> explain_args_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace gatescope::testing

@@ -7,11 +7,13 @@
 #include "absl/time/clock.h"
 #include "server/frontend/grpc/explain_call.h"
 #include "server/frontend/grpc/model_call.h"
+#include "server/frontend/grpc/request_input.h"
+#include "server/frontend/grpc/segmentation_call.h"
 #include "server/frontend/grpc/status_mapping.h"
+#include "server/frontend/grpc/tensor_proto.h"
 #include "server/explain/explanation.h"
 #include "server/explain/heatmap.h"
 #include "server/postprocess/classification.h"
-#include "server/preprocess/image.h"
 
 namespace gatescope {
 namespace {
@@ -21,44 +23,12 @@ using ::gatescope::v1::PredictResponse;
 
 constexpr int kDefaultTopK = 5;
 
-absl::Status CheckTensor(const v1::Tensor& t) {
-  if (t.dtype() != v1::Tensor::UINT8 && t.dtype() != v1::Tensor::FLOAT32) {
-    return absl::InvalidArgumentError("tensor.dtype must be UINT8 or FLOAT32");
-  }
-  return absl::OkStatus();
-}
-
-// Checks an image-or-tensor input without decoding it (cheap; runs on the gRPC thread).
-absl::Status CheckInput(bool has_input, bool is_image, const std::string& image,
-                        const v1::Tensor& tensor) {
-  if (!has_input) return absl::InvalidArgumentError("request has no input (set image or tensor)");
-  if (is_image && image.empty()) return absl::InvalidArgumentError("image is empty");
-  return is_image ? absl::OkStatus() : CheckTensor(tensor);
-}
-
 // Queues `item` for the call's model with the call's deadline and cancellation.
 void Submit(const ModelCall& call, grpc::CallbackServerContext* context, WorkItem item) {
   AttachCallContext(context, item);
   if (absl::Status st = call.model->scheduler->Enqueue(std::move(item)); !st.ok()) {
     call.Finish(st);
   }
-}
-
-// Builds the model input from an image or pixel tensor; runs on the model's worker thread.
-absl::StatusOr<at::Tensor> MakeInput(bool is_image, const std::string& image,
-                                     const v1::Tensor& t, const InputSpec& spec) {
-  if (is_image) return DecodeImage(image, spec);
-  const std::vector<int64_t> shape(t.shape().begin(), t.shape().end());
-  return PixelsToTensor(t.data(),
-                        t.dtype() == v1::Tensor::UINT8 ? PixelType::kUint8 : PixelType::kFloat32,
-                        shape, spec);
-}
-
-void ToProto(const at::Tensor& t, v1::Tensor* out) {
-  const at::Tensor f = t.to(at::kFloat).contiguous();
-  out->set_dtype(v1::Tensor::FLOAT32);
-  for (int64_t d : f.sizes()) out->add_shape(d);
-  out->set_data(static_cast<const char*>(f.data_ptr()), f.nbytes());
 }
 
 template <typename Response>
@@ -98,15 +68,30 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
   }
   const int top_k = request->top_k() == 0 ? kDefaultTopK : request->top_k();
   std::shared_ptr<ServedModel> model = call->model;
+  const bool segmentation = IsSegmentation(model->config);
+  SegmentationOptions seg_options;
+  seg_options.png = request->mask_png();
+  seg_options.probabilities = request->class_probabilities();
+  // The size the mask maps back to: written by make_input, read by done, both on the
+  // worker thread, in that order.
+  auto size = std::make_shared<ImageSize>();
   WorkItem item;
-  item.make_input = [request, model, is_image] {
-    return MakeInput(is_image, request->image(), request->tensor(), model->config.input());
+  item.make_input = [request, model, is_image, size] {
+    return MakeInput(is_image, request->image(), request->tensor(), model->config.input(),
+                     size.get());
   };
-  item.done = [call = *call, response, top_k](absl::StatusOr<NamedTensors> outputs) {
+  item.done = [call = *call, response, top_k, segmentation, seg_options,
+               size](absl::StatusOr<NamedTensors> outputs) {
     absl::Status st = outputs.status();
     if (st.ok()) {
       try {
-        st = FillClasses(*call.model, *outputs, top_k, response);
+        if (segmentation) {
+          response->set_model_name(call.model->name);
+          response->set_model_version(call.model->version);
+          st = FillSegmentation(*outputs, *size, seg_options, response->mutable_segmentation());
+        } else {
+          st = FillClasses(*call.model, *outputs, top_k, response);
+        }
       } catch (const std::exception& e) {
         st = absl::InternalError(absl::StrCat("postprocessing failed: ", e.what()));
       }
@@ -131,6 +116,13 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
   const bool is_image = request->input_case() == v1::ExplainRequest::kImage;
   absl::Status st = CheckInput(request->input_case() != v1::ExplainRequest::INPUT_NOT_SET,
                                is_image, request->image(), request->tensor());
+  if (st.ok() && IsSegmentation(model->config)) {
+    ExplainSegmentation(context, *call, request, response, explain_max_bytes_);
+    return call->reactor;
+  }
+  if (st.ok() && request->has_query_pixel()) {
+    st = absl::InvalidArgumentError("query_pixel applies to segmentation models only");
+  }
   if (st.ok() && request->heatmap_png() && !(is_image && request->rollout())) {
     st = absl::InvalidArgumentError("heatmap_png needs an image input and rollout");
   }
@@ -174,13 +166,13 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
           st.ok() ? builder->Finish() : absl::StatusOr<Explanation>(st);
       if (st.ok()) st = ex.status();
       if (st.ok()) {
-        if (ex->rollout.defined()) ToProto(ex->rollout, response->mutable_rollout());
-        for (const auto& g : ex->gates) ToProto(g, response->add_gates());
-        for (const auto& a : ex->attention) ToProto(a, response->add_attention());
-        for (const auto& r : ex->resonance) ToProto(r, response->add_resonance());
-        if (ex->vigilance.defined()) ToProto(ex->vigilance, response->mutable_vigilance());
+        if (ex->rollout.defined()) ToFloatProto(ex->rollout, response->mutable_rollout());
+        for (const auto& g : ex->gates) ToFloatProto(g, response->add_gates());
+        for (const auto& a : ex->attention) ToFloatProto(a, response->add_attention());
+        for (const auto& r : ex->resonance) ToFloatProto(r, response->add_resonance());
+        if (ex->vigilance.defined()) ToFloatProto(ex->vigilance, response->mutable_vigilance());
         for (const auto& r : ex->attention_resonance) {
-          ToProto(r, response->add_attention_resonance());
+          ToFloatProto(r, response->add_attention_resonance());
         }
         if (request->heatmap_png() && is_image) {
           auto png = RenderOverlayPng(ex->rollout, request->image());

@@ -74,7 +74,7 @@ absl::StatusOr<std::vector<ExampleMaker>> SplitInferInputs(const ModelInferReque
                                   shape[0]));
     }
     for (std::string_view item : items) {
-      makers.push_back([item, &spec] { return DecodeImage(item, spec); });
+      makers.push_back([item, &spec](ImageSize* size) { return DecodeImage(item, spec, size); });
     }
     return makers;
   }
@@ -87,11 +87,23 @@ absl::StatusOr<std::vector<ExampleMaker>> SplitInferInputs(const ModelInferReque
   // Normalise the shape to [B, C, H, W].
   if (fp32 && shape.size() == 3) shape.insert(shape.begin(), 1);
   if (!fp32 && shape.size() == 3 && model[0] == 1) shape.insert(shape.begin() + 1, 1);
-  if (shape.size() != 4 || std::vector<int64_t>(shape.begin() + 1, shape.end()) != model) {
+  const bool any_size = spec.any_size();
+  const bool matches = shape.size() == 4 &&
+                       (any_size ? shape[1] == model[0]
+                                 : std::vector<int64_t>(shape.begin() + 1, shape.end()) == model);
+  if (!matches) {
     return Invalid(absl::StrCat("input shape [", absl::StrJoin(input.shape(), ","),
                                 "] does not match the model input [B,",
-                                absl::StrJoin(model, ","), "]"));
+                                any_size ? absl::StrCat(model[0], ",H,W")
+                                         : absl::StrJoin(model, ","),
+                                "]"));
   }
+  if (any_size) {
+    if (absl::Status st = CheckInputSize({shape[2], shape[3]}, "input"); !st.ok()) {
+      return Invalid(std::string(st.message()));
+    }
+  }
+  const std::vector<int64_t> example(shape.begin() + 1, shape.end());
   const int64_t batch = shape[0], per = Product(shape, 1);
   const size_t elem = fp32 ? 4 : 1;
   // Bytes of the whole tensor, viewed without copying when sent raw.
@@ -121,15 +133,17 @@ absl::StatusOr<std::vector<ExampleMaker>> SplitInferInputs(const ModelInferReque
   }
   for (int64_t b = 0; b < batch; ++b) {
     std::string_view slice = data.substr(b * per * elem, per * elem);
-    if (fp32) {
-      makers.push_back([slice, model, owned]() -> absl::StatusOr<at::Tensor> {
+    if (fp32 && !any_size) {
+      makers.push_back([slice, model, owned](ImageSize* size) -> absl::StatusOr<at::Tensor> {
         at::Tensor t = at::empty(model, at::kFloat);
         std::memcpy(t.data_ptr(), slice.data(), slice.size());
+        if (size != nullptr) *size = {model[1], model[2]};
         return t;
       });
     } else {
-      makers.push_back([slice, model, owned, &spec] {
-        return PixelsToTensor(slice, PixelType::kUint8, model, spec);
+      const PixelType type = fp32 ? PixelType::kFloat32 : PixelType::kUint8;
+      makers.push_back([slice, example, owned, &spec, type](ImageSize* size) {
+        return PixelsToTensor(slice, type, example, spec, size);
       });
     }
   }

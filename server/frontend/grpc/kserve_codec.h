@@ -11,17 +11,23 @@
 #include "absl/status/statusor.h"
 #include "inference/grpc_service.pb.h"
 #include "server/config/model_config.h"
+#include "server/preprocess/normalize.h"
 #include "server/runtime/model_runner.h"
 
 namespace gatescope {
 
-// Builds one example's model input; runs on the model's worker thread.
-using ExampleMaker = std::function<absl::StatusOr<at::Tensor>()>;
+// Builds one example's model input; runs on the model's worker thread. If `output_size`
+// is not null it receives the size the example's dense outputs map back to (see
+// DecodeImage).
+using ExampleMaker = std::function<absl::StatusOr<at::Tensor>(ImageSize* output_size)>;
 
 // Splits the request's single input into per-example makers. Accepted inputs:
 //   FP32  [B, C, H, W] or [C, H, W]: the model input itself (already normalised);
 //   UINT8 [B, C, H, W] or [B, H, W] (C = 1): pixels, normalised as the model says;
 //   BYTES [B] or [B, 1]: encoded PNG/JPEG images, decoded, resized and normalised.
+// For models with input.any_size, H and W of FP32 and UINT8 inputs may be any size
+// (CheckInputSize) and FP32 inputs are pixels in 0..1 (not normalised model inputs): both
+// are resized to the model's size and normalised like gatescope.v1 pixel tensors.
 // Contents come from raw_input_contents (BYTES raw: each element prefixed by its
 // little-endian uint32 length) or from the typed contents field. The makers hold
 // `request`, which must outlive them. INVALID_ARGUMENT for anything else.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <thread>
 #include <stdexcept>
 #include <string>
@@ -74,6 +75,46 @@ TEST(DynamicBatcherTest, BatchesQueuedItemsAndSlicesOutputs) {
     // sum of a 2x2 tensor filled with i is 4i; times [1, 2, 3]
     EXPECT_FLOAT_EQ(logits[2].item<float>(), 12.f * i) << i;
   }
+}
+
+TEST(DynamicBatcherTest, ExplainArgsAreComputedAfterTheInputAndReachTheRunner) {
+  FakeRunner runner;
+  FakeClock clock;
+  auto batcher = Make(&runner, &clock, 4, 100);
+  Results results(3);
+  for (int i = 0; i < 3; ++i) {
+    WorkItem item = Item(1.f, i, &results);
+    auto seen = std::make_shared<int>(0);  // written by make_input, read by explain_args
+    item.make_input = [seen, i] {
+      *seen = 10 + i;
+      return at::ones({2, 2});
+    };
+    auto layers = std::make_shared<std::vector<int>>();
+    item.explain_layers = 2;
+    item.explain_layer = [layers](int l, const NamedTensors& maps) {
+      EXPECT_EQ(maps.at("layer").dim(), 0);  // batch dim removed
+      layers->push_back(l);
+      return absl::OkStatus();
+    };
+    if (i == 1) {
+      item.explain_args = []() -> absl::StatusOr<std::vector<double>> {
+        return absl::InvalidArgumentError("query outside the input");
+      };
+    } else if (i == 2) {
+      item.explain_args = [seen]() -> absl::StatusOr<std::vector<double>> {
+        return std::vector<double>{double(*seen), 0.5};
+      };
+    }
+    ASSERT_TRUE(batcher->Enqueue(std::move(item)).ok());
+  }
+  results.Await(3);
+  // Item 0 has no extra arguments; item 1 never ran; item 2 saw what make_input wrote.
+  EXPECT_EQ(runner.explain_args(),
+            (std::vector<std::vector<double>>{{}, {12.0, 0.5}}));
+  absl::MutexLock l(&results.mu);
+  EXPECT_TRUE(results.by_index[0].ok());
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(results.by_index[2].ok());
 }
 
 TEST(DynamicBatcherTest, FullQueueIsResourceExhausted) {

@@ -34,6 +34,49 @@ TEST(ModelConfigTest, MissingMeanAndColorGetDefaults) {
   EXPECT_FLOAT_EQ(config->input().std(2), 1.f);
 }
 
+// The shape of gatescope.json a converted PVT-GDLA checkpoint carries.
+const char kSegmentation[] = R"({
+  "name": "seg", "task": "image_segmentation", "arch": "pvt_gdla",
+  "input": {"shape": [1, 224, 192], "color": "gray", "normalization": "minmax",
+            "any_size": true},
+  "labels": ["bg", "a", "b", "c", "d"], "outputs": ["logits"], "maps": ["attention", "gate"],
+  "required_ops": ["gatescope"], "max_batch_size": 16, "layers": 3, "heads": 1})";
+
+TEST(ModelConfigTest, ParsesSegmentationModels) {
+  auto config = ParseModelConfig(kSegmentation);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(IsSegmentation(*config));
+  EXPECT_TRUE(UsesMinMax(config->input()));
+  EXPECT_TRUE(config->input().any_size());
+  EXPECT_EQ(config->layers(), 3);
+  EXPECT_EQ(config->labels_size(), 5);
+  EXPECT_FALSE(IsSegmentation(*ParseModelConfig(kValid)));
+  EXPECT_FALSE(UsesMinMax(ParseModelConfig(kValid)->input()));
+}
+
+TEST(ModelConfigTest, NormalizationValuesAndAnySizeForClassifiers) {
+  for (const char* norm : {"", "mean_std", "minmax"}) {
+    const std::string json = std::string(
+        R"({"task":"image_classification","input":{"shape":[1,8,8],"normalization":")") +
+        norm + R"(","any_size":true},"labels":["x"],"outputs":["logits"]})";
+    auto config = ParseModelConfig(json);
+    EXPECT_TRUE(config.ok()) << norm << ": " << config.status();
+  }
+}
+
+TEST(ModelConfigTest, SegmentationAllows256LabelsNotMore) {
+  auto with_labels = [](int n) {
+    std::string labels;
+    for (int i = 0; i < n; ++i) labels += (i ? ",\"" : "\"") + std::to_string(i) + "\"";
+    return std::string(R"({"task":"image_segmentation","input":{"shape":[3,32,32]},"labels":[)") +
+           labels + R"(],"outputs":["logits"]})";
+  };
+  EXPECT_TRUE(ParseModelConfig(with_labels(256)).ok());
+  auto over = ParseModelConfig(with_labels(257));
+  ASSERT_FALSE(over.ok());
+  EXPECT_NE(std::string(over.status().message()).find("2..256 labels"), std::string::npos);
+}
+
 struct BadCase {
   const char* json;
   const char* expect_in_message;
@@ -69,7 +112,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{R"({"task":"image_classification","input":{"shape":[1,28,28]},"labels":["a"],"outputs":["x"]})",
                 "logits"},
         BadCase{R"({"task":"image_classification","input":{"shape":[1,28,28]},"labels":["a"],"outputs":["logits"],"token_grid":[-2,-2]})",
-                "token_grid"}));
+                "token_grid"},
+        BadCase{R"({"task":"image_classification","input":{"shape":[1,28,28],"normalization":"zscore"},"labels":["a"],"outputs":["logits"]})",
+                "input.normalization"},
+        BadCase{R"({"task":"image_segmentation","input":{"shape":[1,32,32]},"labels":["a"],"outputs":["logits"]})",
+                "2..256 labels"},
+        BadCase{R"({"task":"image_segmentation","input":{"shape":[1,32,32]},"labels":["a","b"],"outputs":["mask"]})",
+                "logits"},
+        BadCase{R"({"task":"image_segmentation","input":{"shape":[1,32,32]},"labels":["a","b"],"outputs":["logits"],"maps":["resonance"]})",
+                "'attention' and 'gate'"},
+        BadCase{R"({"task":"image_segmentation","input":{"shape":[1,32,32]},"labels":["a","b"],"outputs":["logits"],"layers":-1})",
+                "layers and heads"}));
 
 }  // namespace
 }  // namespace gatescope

@@ -1,0 +1,29 @@
+#include "server/frontend/grpc/request_input.h"
+
+#include <vector>
+
+#include "server/preprocess/image.h"
+
+namespace gatescope {
+
+absl::Status CheckInput(bool has_input, bool is_image, const std::string& image,
+                        const v1::Tensor& tensor) {
+  if (!has_input) return absl::InvalidArgumentError("request has no input (set image or tensor)");
+  if (is_image && image.empty()) return absl::InvalidArgumentError("image is empty");
+  if (!is_image && tensor.dtype() != v1::Tensor::UINT8 && tensor.dtype() != v1::Tensor::FLOAT32) {
+    return absl::InvalidArgumentError("tensor.dtype must be UINT8 or FLOAT32");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> MakeInput(bool is_image, const std::string& image,
+                                     const v1::Tensor& tensor, const InputSpec& spec,
+                                     ImageSize* output_size) {
+  if (is_image) return DecodeImage(image, spec, output_size);
+  const std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
+  return PixelsToTensor(
+      tensor.data(), tensor.dtype() == v1::Tensor::UINT8 ? PixelType::kUint8 : PixelType::kFloat32,
+      shape, spec, output_size);
+}
+
+}  // namespace gatescope

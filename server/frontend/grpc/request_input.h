@@ -1,0 +1,27 @@
+// The image-or-tensor input of gatescope.v1 Predict and Explain requests: a cheap check on
+// the gRPC thread, and the conversion to the model's input on the worker thread.
+#pragma once
+
+#include <string>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "gatescope/v1/inference.pb.h"
+#include "server/config/model_config.h"
+#include "server/preprocess/normalize.h"
+
+namespace gatescope {
+
+// INVALID_ARGUMENT for a missing or empty input or a tensor of another dtype than UINT8 /
+// FLOAT32. Does not decode.
+absl::Status CheckInput(bool has_input, bool is_image, const std::string& image,
+                        const ::gatescope::v1::Tensor& tensor);
+
+// Builds the model input from the encoded image (is_image) or the pixel tensor; see
+// DecodeImage / PixelsToTensor, including `output_size`. CPU-bound: call it on the worker.
+absl::StatusOr<at::Tensor> MakeInput(bool is_image, const std::string& image,
+                                     const ::gatescope::v1::Tensor& tensor, const InputSpec& spec,
+                                     ImageSize* output_size = nullptr);
+
+}  // namespace gatescope

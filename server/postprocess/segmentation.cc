@@ -1,0 +1,56 @@
+#include "server/postprocess/segmentation.h"
+
+#include <ATen/ATen.h>
+
+#include <opencv2/imgcodecs.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace gatescope {
+
+absl::StatusOr<std::string> EncodeMaskPng(const at::Tensor& mask) {
+  if (mask.dim() != 2 || mask.scalar_type() != at::kByte) {
+    return absl::InternalError("mask must be uint8 [H, W]");
+  }
+  const at::Tensor m = mask.contiguous();
+  std::vector<uchar> png;
+  try {
+    const cv::Mat image(static_cast<int>(m.size(0)), static_cast<int>(m.size(1)), CV_8UC1,
+                        m.data_ptr());
+    if (!cv::imencode(".png", image, png)) return absl::InternalError("PNG encoding failed");
+  } catch (const cv::Exception& e) {
+    return absl::InternalError(absl::StrCat("PNG encoding failed: ", e.what()));
+  }
+  return std::string(png.begin(), png.end());
+}
+
+absl::StatusOr<SegmentationResult> SegmentLogits(const at::Tensor& logits, int64_t height,
+                                                 int64_t width,
+                                                 const SegmentationOptions& options) {
+  if (logits.dim() != 3 || logits.size(0) < 1 || logits.size(0) > 256) {
+    return absl::InternalError("segmentation logits must be [classes (1..256), H, W]");
+  }
+  if (height <= 0 || width <= 0) return absl::InternalError("segmentation size must be positive");
+  const int64_t classes = logits.size(0);
+  at::Tensor scores = logits.to(at::kFloat);
+  if (scores.size(1) != height || scores.size(2) != width) {
+    scores = at::upsample_bilinear2d(scores.unsqueeze(0), {height, width},
+                                     /*align_corners=*/false, c10::nullopt, c10::nullopt)
+                 .squeeze(0);
+  }
+  SegmentationResult out;
+  const at::Tensor index = scores.argmax(0);  // int64 [H0, W0]
+  out.mask = index.to(at::kByte).contiguous();
+  const at::Tensor counts = at::bincount(index.reshape({-1}), {}, classes).contiguous();
+  const int64_t* c = counts.data_ptr<int64_t>();
+  out.class_pixels.assign(c, c + classes);
+  if (options.probabilities) out.probabilities = at::softmax(scores, 0).contiguous();
+  if (options.png) {
+    auto png = EncodeMaskPng(out.mask);
+    if (!png.ok()) return png.status();
+    out.png = *std::move(png);
+  }
+  return out;
+}
+
+}  // namespace gatescope

@@ -1,0 +1,39 @@
+// Turns one example's segmentation logits into its class map at the input's own size.
+// Pure (ATen and OpenCV's PNG encoder), thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+
+namespace gatescope {
+
+struct SegmentationOptions {
+  bool probabilities = false;  // also return the per-pixel softmax
+  bool png = false;            // also return the mask as an 8-bit grayscale PNG
+};
+
+struct SegmentationResult {
+  at::Tensor mask;                    // uint8 [H0, W0]: class index per pixel
+  std::vector<int64_t> class_pixels;  // per class; sums to H0 * W0
+  at::Tensor probabilities;           // float32 [classes, H0, W0], if asked
+  std::string png;                    // PNG of `mask` (pixel value = class), if asked
+};
+
+// `logits` is one example's [classes, H, W] (classes in 1..256). They are resized
+// bilinearly (align_corners=False) to [height, width] when that differs from [H, W], then
+// each pixel takes the index of its largest logit (the first on ties), as
+// models/gatescope/segmentation.py's logits_at + argmax. Probabilities are the softmax over
+// classes of the resized logits. INTERNAL for logits of another rank or class count, or a
+// size that is not positive.
+absl::StatusOr<SegmentationResult> SegmentLogits(const at::Tensor& logits, int64_t height,
+                                                 int64_t width, const SegmentationOptions& options);
+
+// `mask` (uint8 [H0, W0]) as an 8-bit grayscale PNG. INTERNAL if encoding fails.
+absl::StatusOr<std::string> EncodeMaskPng(const at::Tensor& mask);
+
+}  // namespace gatescope

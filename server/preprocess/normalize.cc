@@ -1,0 +1,56 @@
+#include "server/preprocess/normalize.h"
+
+#include <ATen/ATen.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace gatescope {
+namespace {
+
+// Mirrors models/gatescope/segmentation.py MINMAX_EPS.
+constexpr double kMinMaxEps = 1e-6;
+
+}  // namespace
+
+absl::Status CheckInputSize(ImageSize size, const char* what) {
+  const bool sides_ok = size.height >= 1 && size.height <= kMaxInputSide && size.width >= 1 &&
+                        size.width <= kMaxInputSide;
+  if (!sides_ok || size.height * size.width > kMaxInputPixels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " of ", size.height, "x", size.width, " pixels: height and width must be in 1..",
+        kMaxInputSide, " and their product at most ", kMaxInputPixels));
+  }
+  return absl::OkStatus();
+}
+
+at::Tensor ResizeBilinear(const at::Tensor& image, ImageSize size) {
+  if (image.size(1) == size.height && image.size(2) == size.width) return image;
+  return at::upsample_bilinear2d(image.unsqueeze(0), {size.height, size.width},
+                                 /*align_corners=*/false, c10::nullopt, c10::nullopt)
+      .squeeze(0);
+}
+
+at::Tensor Normalise(const at::Tensor& pixels, const InputSpec& spec) {
+  if (UsesMinMax(spec)) {
+    // Same operations, shapes aside, as the Python reference, so float32 results agree.
+    const at::Tensor flat = pixels.reshape({1, -1});
+    const at::Tensor lo = std::get<0>(flat.min(1)).view({1, 1, 1});
+    const at::Tensor hi = std::get<0>(flat.max(1)).view({1, 1, 1});
+    return (pixels - lo) / (hi - lo + kMinMaxEps);
+  }
+  const int64_t channels = pixels.size(0);
+  auto mean = at::empty({channels, 1, 1}, at::kFloat);
+  auto std = at::empty({channels, 1, 1}, at::kFloat);
+  for (int64_t c = 0; c < channels; ++c) {
+    mean[c] = spec.mean(c);
+    std[c] = spec.std(c);
+  }
+  return ((pixels * spec.scale()) - mean) / std;
+}
+
+at::Tensor ToModelInput(const at::Tensor& pixels, const InputSpec& spec) {
+  const at::Tensor resized = ResizeBilinear(pixels, {spec.shape(1), spec.shape(2)});
+  return Normalise(resized.contiguous(), spec);
+}
+
+}  // namespace gatescope

@@ -1,0 +1,44 @@
+// From pixels to the model's input example: the server-side resize of inputs of any size
+// and the two normalisations an InputSpec can ask for. Pure ATen functions, thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/status.h"
+#include "server/config/model_config.h"
+
+namespace gatescope {
+
+// Height and width of an input image.
+struct ImageSize {
+  int64_t height = 0;
+  int64_t width = 0;
+  bool operator==(const ImageSize& o) const { return height == o.height && width == o.width; }
+};
+
+// Bounds on inputs of any size (InputSpec.any_size).
+inline constexpr int64_t kMaxInputSide = 8192;
+inline constexpr int64_t kMaxInputPixels = int64_t{16} << 20;
+
+// INVALID_ARGUMENT (naming `what`, e.g. "image") unless both sides are in
+// 1..kMaxInputSide and their product is at most kMaxInputPixels.
+absl::Status CheckInputSize(ImageSize size, const char* what);
+
+// `image` [C, H0, W0] float32 bilinearly resized to `size` (align_corners=False; the
+// computation of torch.nn.functional.interpolate(mode="bilinear") in float32). Returns
+// `image` itself when it already has that size.
+at::Tensor ResizeBilinear(const at::Tensor& image, ImageSize size);
+
+// Normalises float32 pixels [C, H, W] in 0..255 units as `spec` says: mean_std
+// ((v * scale - mean[c]) / std[c]) or minmax ((v - min) / (max - min + 1e-6) over the
+// whole example, as models/gatescope/segmentation.py's preprocess).
+at::Tensor Normalise(const at::Tensor& pixels, const InputSpec& spec);
+
+// Pixels [C, H0, W0] float32 in 0..255 units -> the model input [C, H, W]: resized to the
+// spec's [H, W] when they differ (the spec must allow any_size; callers check the shape
+// otherwise), then normalised.
+at::Tensor ToModelInput(const at::Tensor& pixels, const InputSpec& spec);
+
+}  // namespace gatescope

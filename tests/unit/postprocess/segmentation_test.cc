@@ -1,0 +1,90 @@
+#include "server/postprocess/segmentation.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <opencv2/imgcodecs.hpp>
+#include <vector>
+
+namespace gatescope {
+namespace {
+
+// Three classes on a 2x3 grid: class k wins where logits[k] is largest.
+at::Tensor HandLogits() {
+  return at::tensor({// class 0
+                     5.f, 0.f, 0.f, 0.f, 1.f, 0.f,
+                     // class 1
+                     0.f, 5.f, 0.f, 0.f, 2.f, 0.f,
+                     // class 2
+                     0.f, 0.f, 5.f, 5.f, 0.f, 1.f})
+      .reshape({3, 2, 3});
+}
+
+TEST(SegmentLogitsTest, ArgmaxAtModelSize) {
+  auto seg = SegmentLogits(HandLogits(), 2, 3, {});
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  ASSERT_EQ(seg->mask.scalar_type(), at::kByte);
+  ASSERT_EQ(seg->mask.sizes(), (std::vector<int64_t>{2, 3}));
+  const std::vector<uint8_t> want = {0, 1, 2, 2, 1, 2};
+  const uint8_t* m = seg->mask.data_ptr<uint8_t>();
+  EXPECT_EQ(std::vector<uint8_t>(m, m + 6), want);
+  EXPECT_EQ(seg->class_pixels, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_FALSE(seg->probabilities.defined());
+  EXPECT_TRUE(seg->png.empty());
+}
+
+TEST(SegmentLogitsTest, TiesGoToTheLowestClass) {
+  auto seg = SegmentLogits(at::zeros({4, 2, 2}), 2, 2, {});
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  EXPECT_EQ(seg->mask.sum().item<int64_t>(), 0);
+  EXPECT_EQ(seg->class_pixels, (std::vector<int64_t>{4, 0, 0, 0}));
+}
+
+TEST(SegmentLogitsTest, ResizesLogitsBilinearlyToTheInputSize) {
+  at::manual_seed(7);
+  const at::Tensor logits = at::randn({5, 8, 6});
+  SegmentationOptions options;
+  options.probabilities = true;
+  auto seg = SegmentLogits(logits, 19, 13, options);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  const at::Tensor resized =
+      at::upsample_bilinear2d(logits.unsqueeze(0), {19, 13}, false).squeeze(0);
+  EXPECT_TRUE(at::equal(seg->mask, resized.argmax(0).to(at::kByte)));
+  EXPECT_EQ(std::accumulate(seg->class_pixels.begin(), seg->class_pixels.end(), int64_t{0}),
+            19 * 13);
+  for (int64_t c = 0; c < 5; ++c) {
+    EXPECT_EQ(seg->class_pixels[c], seg->mask.eq(c).sum().item<int64_t>());
+  }
+  ASSERT_EQ(seg->probabilities.sizes(), (std::vector<int64_t>{5, 19, 13}));
+  EXPECT_TRUE(at::allclose(seg->probabilities.sum(0), at::ones({19, 13}), 1e-5, 1e-5));
+  EXPECT_TRUE(at::equal(seg->probabilities.argmax(0).to(at::kByte), seg->mask));
+}
+
+TEST(SegmentLogitsTest, PngDecodesBackToTheMask) {
+  SegmentationOptions options;
+  options.png = true;
+  at::manual_seed(8);
+  auto seg = SegmentLogits(at::randn({7, 11, 9}), 23, 17, options);
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  ASSERT_FALSE(seg->png.empty());
+  const std::vector<uchar> bytes(seg->png.begin(), seg->png.end());
+  const cv::Mat decoded = cv::imdecode(bytes, cv::IMREAD_UNCHANGED);
+  ASSERT_EQ(decoded.type(), CV_8UC1);
+  ASSERT_EQ(decoded.rows, 23);
+  ASSERT_EQ(decoded.cols, 17);
+  const at::Tensor back = at::from_blob(decoded.data, {23, 17}, at::kByte);
+  EXPECT_TRUE(at::equal(back, seg->mask));
+}
+
+TEST(SegmentLogitsTest, RejectsMalformedLogits) {
+  EXPECT_EQ(SegmentLogits(at::zeros({3, 4}), 3, 4, {}).status().code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(SegmentLogits(at::zeros({257, 2, 2}), 2, 2, {}).status().code(),
+            absl::StatusCode::kInternal);
+  EXPECT_EQ(SegmentLogits(at::zeros({2, 2, 2}), 0, 2, {}).status().code(),
+            absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace gatescope
