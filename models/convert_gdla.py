@@ -9,7 +9,9 @@ attention), PVT-v2 size (b0/b1/b2 from widths and depths), input channels, class
 deep-supervision heads and, for GDLA, the decoder head counts (lambda_scale_main rows).
 What it cannot determine is asked for: class names, model input size (H and W multiples
 of 32; non-square allowed), the gate function (`sigmoid`, the public code's default, or
-`silu`, the paper's) and, for linear attention, the decoder head counts.
+`silu`, the paper's) and, for linear attention, the decoder head counts. The public
+code's optional RoPE for the linear-attention baseline keeps no parameters, so it cannot be
+detected; such checkpoints are not supported (they would convert without RoPE).
 
 Writes <repo>/<name>/<version>/model.pt with `gatescope.json` (task image_segmentation,
 labels, input shape/colour, per-image min-max normalisation, any_size: inputs of any size

@@ -27,11 +27,13 @@ done
 
 # Segmentation: PVT-GDLA and the PVT-LinearAttn baseline, same recipe, then one card run
 # that evaluates both on the held-out slices.
+pids=()
 for d in gdla la; do
   /usr/bin/python3 models/train_segmenter.py --decoder "$d" --variant b0 --epochs 80 --threads 1 \
     --out "build/train/pvt_$d.ckpt" >"build/train/pvt_$d.log" 2>&1 &
+  pids+=($!)
 done
-wait
+for pid in "${pids[@]}"; do wait "$pid"; done   # fails the script if a training run failed
 /usr/bin/python3 models/convert_gdla.py --ckpt build/train/pvt_gdla.ckpt --name pvt_gdla_colin27
 /usr/bin/python3 models/convert_gdla.py --ckpt build/train/pvt_la.ckpt --name pvt_la_colin27
 /usr/bin/python3 models/segmentation_card.py --models pvt_gdla_colin27 pvt_la_colin27

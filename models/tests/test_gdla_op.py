@@ -194,3 +194,14 @@ def test_baseline_isa_path_matches_reference(ops):
     out = subprocess.run([sys.executable, "-c", script, str(here.parent), str(here)], env=env,
                          capture_output=True, text=True, check=True).stdout
     assert float(out.strip()) < 1e-5
+
+
+def test_nan_propagates_like_the_reference(ops):
+    g = torch.Generator().manual_seed(11)
+    q, k, v, gate = (torch.randn(1, 2, 20, 16, generator=g) for _ in range(4))
+    lam = torch.rand(2, 16, generator=g)
+    q[0, 1, 5, 3] = float("nan")
+    out = ops.gdla_attention(q, k, v, gate, lam, None, 1e-5, 0)
+    ref = gdla_reference(q, k, v, gate, lam, None, 1e-5, 0)
+    assert torch.equal(torch.isnan(out), torch.isnan(ref)) and torch.isnan(out[0, 1, 5]).all()
+    assert not torch.isnan(out[0, 0]).any()

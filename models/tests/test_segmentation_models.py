@@ -156,3 +156,13 @@ def test_colin27_split_keeps_neighbours_apart():
     assert min(abs(a - b) for a in train for b in test) > colin27.GAP
     labels = data["test"]["labels"]
     assert labels.shape[1:] == (217, 181) and set(labels.ravel().tolist()) == set(range(5))
+
+
+def test_fused_flag_keeps_gradients_when_training(ops):
+    """The op has no backward, so with gradients on the model takes the eager path."""
+    net = b0()
+    for block in (net.de1, net.de2, net.de3):
+        block.attn.use_op = True
+    net(torch.rand(1, 1, 64, 64)).sum().backward()
+    assert net.de1.attn.qkvg.weight.grad.abs().sum() > 0
+    assert net.de3.attn.lambda_scale_main.grad.abs().sum() > 0

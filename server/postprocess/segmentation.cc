@@ -32,6 +32,20 @@ absl::StatusOr<SegmentationResult> SegmentLogits(const at::Tensor& logits, int64
   }
   if (height <= 0 || width <= 0) return absl::InternalError("segmentation size must be positive");
   const int64_t classes = logits.size(0);
+  if (options.classes > 0 && classes != options.classes) {
+    return absl::InternalError(absl::StrCat("model returned ", classes, " class logits for ",
+                                            options.classes, " labels"));
+  }
+  // Pixels are at most 2^24 (the input cap) and classes at most 256, so this cannot overflow.
+  const int64_t pixels = height * width;
+  const int64_t bytes = pixels * (classes * 4 * (options.probabilities ? 3 : 1) + 8 + 1);
+  if (bytes > options.max_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a ", height, "x", width, " segmentation of ", classes, " classes needs ",
+                     bytes, " bytes, over the server's ", options.max_bytes,
+                     (options.probabilities ? "; ask without class_probabilities or" : ";"),
+                     " send a smaller image"));
+  }
   at::Tensor scores = logits.to(at::kFloat);
   if (scores.size(1) != height || scores.size(2) != width) {
     scores = at::upsample_bilinear2d(scores.unsqueeze(0), {height, width},

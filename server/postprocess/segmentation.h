@@ -12,9 +12,15 @@
 
 namespace gatescope {
 
+// Largest working set SegmentLogits may allocate for one example (resized logits, argmax,
+// probabilities and their copy): a few-KB PNG can declare a 16-Mpixel image.
+inline constexpr int64_t kMaxSegmentationBytes = int64_t{1} << 30;
+
 struct SegmentationOptions {
   bool probabilities = false;  // also return the per-pixel softmax
   bool png = false;            // also return the mask as an 8-bit grayscale PNG
+  int64_t classes = 0;         // the model's label count; > 0: logits must have exactly it
+  int64_t max_bytes = kMaxSegmentationBytes;
 };
 
 struct SegmentationResult {
@@ -29,7 +35,8 @@ struct SegmentationResult {
 // each pixel takes the index of its largest logit (the first on ties), as
 // models/gatescope/segmentation.py's logits_at + argmax. Probabilities are the softmax over
 // classes of the resized logits. INTERNAL for logits of another rank or class count, or a
-// size that is not positive.
+// size that is not positive; RESOURCE_EXHAUSTED (before allocating) when the working set
+// for [height, width] would exceed options.max_bytes.
 absl::StatusOr<SegmentationResult> SegmentLogits(const at::Tensor& logits, int64_t height,
                                                  int64_t width, const SegmentationOptions& options);
 

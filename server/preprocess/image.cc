@@ -8,6 +8,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "server/preprocess/image_header.h"
 #include "absl/strings/str_join.h"
 
 namespace gatescope {
@@ -59,6 +60,10 @@ absl::Status CheckPixelShape(const std::vector<int64_t>& shape, const InputSpec&
 absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& spec,
                                        ImageSize* output_size) {
   if (bytes.empty()) return absl::InvalidArgumentError("image is empty");
+  // Refused before decoding: OpenCV would allocate whatever the header declares.
+  if (const auto declared = DeclaredImageSize(bytes)) {
+    if (absl::Status st = CheckInputSize(*declared, "image"); !st.ok()) return st;
+  }
   const bool gray = spec.color() == "gray";
   cv::Mat decoded;
   try {

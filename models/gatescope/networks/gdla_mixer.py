@@ -6,7 +6,7 @@ gated differential linear attention with its own lambda [H, D]; the two results 
 concatenated and projected back to C. GDLAM wraps it as
     x + mixer(SiLU(conv3x3(LN(x))))  then  x + GatedConvFfn(LN(x)).
 
-use_op selects gatescope::gdla_attention for forward(); explain() runs the eager reference
+use_op selects gatescope::gdla_attention for forward() when gradients are off; explain() runs the eager reference
 and also returns per-token gate means and one query token's effective attention (O(N)).
 """
 from typing import Dict, Tuple
@@ -49,7 +49,8 @@ class GatedDiffLinearAttn(nn.Module):
                 local.reshape(shape).permute(2, 0, 3, 1, 4))
 
     def _attend(self, p: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
-        if self.use_op:
+        # The op has no backward: with gradients on, the eager path keeps training correct.
+        if self.use_op and not torch.is_grad_enabled():
             return torch.ops.gatescope.gdla_attention(p[0], p[1], p[2], p[3], lam,
                                                       self.ln.weight, self.ln.eps, self.gate)
         return gdla_reference(p[0], p[1], p[2], p[3], lam, self.ln.weight, self.ln.eps,

@@ -72,6 +72,7 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
   SegmentationOptions seg_options;
   seg_options.png = request->mask_png();
   seg_options.probabilities = request->class_probabilities();
+  seg_options.classes = model->config.labels_size();
   // The size the mask maps back to: written by make_input, read by done, both on the
   // worker thread, in that order.
   auto size = std::make_shared<ImageSize>();

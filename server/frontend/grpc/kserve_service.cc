@@ -123,10 +123,12 @@ std::vector<int64_t> MaskShape(const ModelConfig& config) {
 }
 
 // Adds "mask" (uint8 [H0, W0]) to a segmentation example's outputs from its "logits".
-absl::Status AddMask(ImageSize size, NamedTensors& outputs) {
+absl::Status AddMask(ImageSize size, int64_t classes, NamedTensors& outputs) {
   auto logits = outputs.find("logits");
   if (logits == outputs.end()) return absl::InternalError("model returned no 'logits'");
-  auto seg = SegmentLogits(logits->second, size.height, size.width, {});
+  SegmentationOptions options;
+  options.classes = classes;
+  auto seg = SegmentLogits(logits->second, size.height, size.width, options);
   if (!seg.ok()) return seg.status();
   outputs.insert_or_assign(kMaskOutput, seg->mask);
   return absl::OkStatus();
@@ -356,10 +358,11 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
     auto size = std::make_shared<ImageSize>();
     item.make_input = [make = std::move((*makers)[i]), size] { return make(size.get()); };
     if (segmentation) {
-      item.done = [call, i, size](absl::StatusOr<NamedTensors> r) {
+      item.done = [call, i, size, classes = model->config.labels_size()](
+                      absl::StatusOr<NamedTensors> r) {
         if (r.ok()) {
           try {
-            if (absl::Status st = AddMask(*size, *r); !st.ok()) r = st;
+            if (absl::Status st = AddMask(*size, classes, *r); !st.ok()) r = st;
           } catch (const std::exception& e) {
             r = absl::InternalError(absl::StrCat("segmentation failed: ", e.what()));
           }

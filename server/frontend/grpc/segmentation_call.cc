@@ -114,7 +114,9 @@ void ExplainSegmentation(grpc::CallbackServerContext* context, const ModelCall& 
       if (st.ok()) {
         response->set_model_name(call.model->name);
         response->set_model_version(call.model->version);
-        st = FillSegmentation(*outputs, *size, {}, response->mutable_segmentation());
+        SegmentationOptions options;
+        options.classes = call.model->config.labels_size();
+        st = FillSegmentation(*outputs, *size, options, response->mutable_segmentation());
       }
       absl::StatusOr<DenseMaps> maps =
           st.ok() ? collector->Finish() : absl::StatusOr<DenseMaps>(st);

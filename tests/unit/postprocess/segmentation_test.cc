@@ -84,6 +84,23 @@ TEST(SegmentLogitsTest, RejectsMalformedLogits) {
             absl::StatusCode::kInternal);
   EXPECT_EQ(SegmentLogits(at::zeros({2, 2, 2}), 0, 2, {}).status().code(),
             absl::StatusCode::kInternal);
+  SegmentationOptions five;
+  five.classes = 5;  // the model's labels
+  EXPECT_EQ(SegmentLogits(at::zeros({4, 2, 2}), 2, 2, five).status().code(),
+            absl::StatusCode::kInternal);
+  EXPECT_TRUE(SegmentLogits(at::zeros({5, 2, 2}), 2, 2, five).ok());
+}
+
+TEST(SegmentLogitsTest, RefusesOutputsOverTheByteCapBeforeAllocating) {
+  SegmentationOptions options;
+  options.max_bytes = 10'000;
+  // 3 classes at 20 x 30: 600 * (12 + 9) = 12,600 bytes > 10,000.
+  const auto big = SegmentLogits(at::zeros({3, 2, 2}), 20, 30, options);
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(SegmentLogits(at::zeros({3, 2, 2}), 10, 30, options).ok());  // 6,300 bytes
+  options.probabilities = true;  // 300 * (36 + 9) = 13,500 bytes
+  EXPECT_EQ(SegmentLogits(at::zeros({3, 2, 2}), 10, 30, options).status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ namespace detail {
 template <typename Acc>
 GS_KERNEL_INLINE Acc EluFeature(Acc x) {
   const Acc e = VecExp(x < Acc(0) ? x : Acc(0));
-  return x > Acc(0) ? x + Acc(1) : e;
+  return x <= Acc(0) ? e : x + Acc(1);  // NaN takes x + 1 and stays NaN
 }
 
 // 1 / (1 + e^-x) with the vectorisable exp; |x| beyond 80 saturates.
