@@ -20,7 +20,7 @@ from gatescope.data import colin27  # noqa: E402
 from gatescope.segmentation import dice_per_class, segment  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1] / "model_repository"
-TITLES = {"pvt_gdla": "PVT-GDLA", "pvt_linear_attn": "PVT-LinearAttn (baseline)"}
+TITLES = {"pvt_gdla": "PVT-GDLA", "pvt_linear_attn": "PVT-LinearAttn"}
 
 
 def load(repo, name):
@@ -57,7 +57,9 @@ def card(name, meta, record, results, test_z) -> str:
         f"# {name}", "",
         f"{TITLES[meta['arch']]} brain MRI segmentation: PVT-v2-{cfg['variant']} encoder, three "
         f"{'gated differential linear attention (GDLA)' if cfg['decoder'] == 'gdla' else 'linear attention'}"
-        " decoder stages, trained from scratch (no pretrained encoder can be fetched here).", "",
+        " decoder stages, trained from scratch (no pretrained encoder can be fetched here)."
+        + (" It is the linear-attention baseline of PVT-GDLA: same encoder, recipe and data."
+           if cfg["decoder"] == "la" else ""), "",
         "## Data",
         "- Colin27 T1 MRI (`ch2.nii.gz`) from Debian's `mricron-data`, one subject, 1 mm; "
         "labels from its brain mask (`ch2bet`) and the AAL atlas (`aal`), grouped into "
@@ -74,7 +76,10 @@ def card(name, meta, record, results, test_z) -> str:
         "| --- |" + " --- |" * (len(labels) + 1),
         *rows, "",
         "Dice over all held-out pixels of each class, computed on the exported TorchScript at "
-        "the slices' own size (logits resized back bilinearly, as the server does).", "",
+        "the slices' own size (logits resized back bilinearly, as the server does). One "
+        "training seed per model, one subject: differences of a point or two are within what "
+        "another seed could change; the deep-grey class (18,873 training pixels) is the "
+        "least stable.", "",
         "## Recipe",
         f"- `{' '.join(['models/train_segmenter.py'] + [f'--{k} {v}' for k, v in rec.items() if k in ('decoder', 'variant', 'epochs', 'threads', 'seed')])}`"
         f" ({len(hist)} epochs, {minutes:.0f} min on a 2-core CPU machine, batch {rec['batch']}, "

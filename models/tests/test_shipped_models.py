@@ -38,3 +38,20 @@ def test_accuracy_matches_model_card(ops, test_split, name, min_acc):
     claimed = float(re.search(r"\*\*([0-9.]+) %\*\*", card).group(1)) / 100
     assert abs(acc - claimed) < 0.0006, (acc, claimed)  # fused vs eager rounding only
     assert acc >= min_acc
+
+
+@pytest.mark.parametrize("name", ["pvt_gdla_colin27", "pvt_la_colin27"])
+def test_segmenter_dice_matches_model_card(ops, name):
+    """Held-out Dice per class recomputed from the shipped TorchScript equals the card's."""
+    import segmentation_card
+    from gatescope.data import colin27
+    model, meta, record = segmentation_card.load(REPO, name)
+    assert meta["task"] == "image_segmentation" and meta["labels"] == colin27.CLASS_NAMES
+    assert meta["input"]["normalization"] == "minmax" and meta["input"]["any_size"]
+    assert record["split"]["test_z"] == colin27.load_slices()["test"]["z"].tolist()
+    dice = segmentation_card.held_out_dice(model, meta, colin27.load_slices()["test"])
+    row = next(line for line in (REPO / name / "README.md").read_text().splitlines()
+               if line.startswith(f"| {name} "))
+    claimed = [float(v.strip(" *")) for v in row.split("|")[2:2 + len(dice)]]
+    assert [round(100 * d, 2) for d in dice] == pytest.approx(claimed, abs=0.011)
+    assert min(dice) > 0.5 and dice[0] > 0.97
