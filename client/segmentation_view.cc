@@ -48,20 +48,27 @@ cv::Mat MaskOverlay(const cv::Mat& image, const cv::Mat& mask, double alpha) {
 cv::Mat Legend(const std::vector<std::string>& labels, const std::vector<int64_t>& pixels,
                int width) {
   const int rows = static_cast<int>(labels.size());
-  cv::Mat strip(std::max(1, rows * kLegendRowHeight), std::max(1, width), CV_8UC3,
-                cv::Scalar(0, 0, 0));
   int64_t total = 0;
   for (int64_t n : pixels) total += n;
+  std::vector<std::string> texts;
+  for (int i = 0; i < rows; ++i) {
+    const int64_t n = i < static_cast<int>(pixels.size()) ? pixels[i] : 0;
+    char percent[32];
+    std::snprintf(percent, sizeof(percent), "%.1f", total > 0 ? 100.0 * n / total : 0.0);
+    texts.push_back(labels[i] + ": " + std::to_string(n) + " px (" + percent + "%)");
+    int baseline = 0;
+    const cv::Size size = cv::getTextSize(texts.back(), cv::FONT_HERSHEY_SIMPLEX, 0.35, 1,
+                                          &baseline);
+    width = std::max(width, kLegendRowHeight + 6 + size.width);  // never cut a line off
+  }
+  cv::Mat strip(std::max(1, rows * kLegendRowHeight), std::max(1, width), CV_8UC3,
+                cv::Scalar(0, 0, 0));
   for (int i = 0; i < rows; ++i) {
     const int top = i * kLegendRowHeight;
     const cv::Rect swatch(2, top + 2, kLegendRowHeight - 4, kLegendRowHeight - 4);
     cv::rectangle(strip, swatch, cv::Scalar(ClassColor(i)), cv::FILLED);
     cv::rectangle(strip, swatch, cv::Scalar(200, 200, 200), 1);
-    const int64_t n = i < static_cast<int>(pixels.size()) ? pixels[i] : 0;
-    char percent[32];
-    std::snprintf(percent, sizeof(percent), "%.1f", total > 0 ? 100.0 * n / total : 0.0);
-    const std::string text = labels[i] + ": " + std::to_string(n) + " px (" + percent + "%)";
-    cv::putText(strip, text, cv::Point(kLegendRowHeight + 2, top + kLegendRowHeight - 4),
+    cv::putText(strip, texts[i], cv::Point(kLegendRowHeight + 2, top + kLegendRowHeight - 4),
                 cv::FONT_HERSHEY_SIMPLEX, 0.35, cv::Scalar(255, 255, 255), 1, cv::LINE_AA);
   }
   return strip;
@@ -72,8 +79,14 @@ cv::Mat SegmentationPicture(const cv::Mat& image, const cv::Mat& mask,
                             const std::vector<int64_t>& pixels) {
   const cv::Mat overlay = MaskOverlay(image, mask);
   if (overlay.empty()) return {};
+  const cv::Mat legend = Legend(labels, pixels, overlay.cols);
+  cv::Mat top = overlay;
+  if (legend.cols > overlay.cols) {  // a narrow image: pad it to the legend's width
+    cv::copyMakeBorder(overlay, top, 0, 0, 0, legend.cols - overlay.cols, cv::BORDER_CONSTANT,
+                       cv::Scalar(0, 0, 0));
+  }
   cv::Mat out;
-  cv::vconcat(overlay, Legend(labels, pixels, overlay.cols), out);
+  cv::vconcat(top, legend, out);
   return out;
 }
 

@@ -20,13 +20,15 @@ cv::Vec3b ClassColor(int index);
 // out = (1 - alpha) * image + alpha * colour, per pixel. Empty if `mask` is not CV_8UC1.
 cv::Mat MaskOverlay(const cv::Mat& image, const cv::Mat& mask, double alpha = 0.5);
 
-// A legend strip `width` pixels wide (at least 1), one row per label: its colour swatch,
-// then "<label>: <pixels> px (<percent>%)". Rows are kLegendRowHeight high.
+// A legend strip at least `width` pixels wide (wider when a line needs it), one row per
+// label: its colour swatch, then "<label>: <pixels> px (<percent>%)". Rows are
+// kLegendRowHeight high.
 constexpr int kLegendRowHeight = 16;
 cv::Mat Legend(const std::vector<std::string>& labels, const std::vector<int64_t>& pixels,
                int width);
 
-// MaskOverlay of `image` and `mask` above its Legend (the overlay's width). Empty if the
+// MaskOverlay of `image` and `mask` above its Legend; a legend wider than the overlay
+// widens the picture (the overlay is padded with black on the right). Empty if the
 // overlay is.
 cv::Mat SegmentationPicture(const cv::Mat& image, const cv::Mat& mask,
                             const std::vector<std::string>& labels,

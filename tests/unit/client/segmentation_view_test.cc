@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <opencv2/imgproc.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,8 +50,16 @@ TEST(SegmentationViewTest, PictureHasALegendRowPerLabel) {
   const cv::Mat pic =
       SegmentationPicture(cv::Mat(40, 60, CV_8UC3, cv::Scalar(50, 50, 50)),
                           cv::Mat(40, 60, CV_8UC1, cv::Scalar(1)), {"bg", "a", "b"}, {0, 2400, 0});
-  ASSERT_EQ(pic.cols, 60);
+  // The legend's longest line ("a: 2400 px (100.0%)") is wider than the 60-pixel image:
+  // the picture widens to it and the image is padded with black on the right.
+  int baseline = 0;
+  const int text = cv::getTextSize("a: 2400 px (100.0%)", cv::FONT_HERSHEY_SIMPLEX, 0.35, 1,
+                                   &baseline).width;
+  ASSERT_EQ(pic.cols, std::max(60, kLegendRowHeight + 6 + text));
+  ASSERT_GT(pic.cols, 60);
   EXPECT_EQ(pic.rows, 40 + 3 * kLegendRowHeight);
+  EXPECT_EQ(pic.at<cv::Vec3b>(20, pic.cols - 1), cv::Vec3b(0, 0, 0));
+  EXPECT_NE(pic.at<cv::Vec3b>(20, 30), cv::Vec3b(0, 0, 0));
   // Row 1's swatch is class 1's colour.
   EXPECT_EQ(pic.at<cv::Vec3b>(40 + kLegendRowHeight + kLegendRowHeight / 2, 6), ClassColor(1));
 }
