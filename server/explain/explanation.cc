@@ -31,6 +31,9 @@ absl::StatusOr<std::unique_ptr<ExplanationBuilder>> ExplanationBuilder::Create(
   if (options.gates && !layout.has_gate) {
     return absl::InvalidArgumentError("model has no gate maps");
   }
+  if (options.plug_gates && !layout.has_plug_gate) {
+    return absl::InvalidArgumentError("model has no PLuG gate maps (not a PLuG model)");
+  }
   if (options.resonance && !layout.has_resonance) {
     return absl::InvalidArgumentError("model has no resonance maps (not a DAR model)");
   }
@@ -66,6 +69,7 @@ int64_t ExplanationBuilder::PeakBytes() const {
   const int64_t map = h * n * n * kFloatBytes;  // one [H, N, N] float map
   const int64_t returned_per_layer = 1 + (layout_.has_resonance ? 1 : 0);
   int64_t bytes = (returned_per_layer + kTransientMapsPerLayer) * map + 2 * h * n * kFloatBytes;
+  if (layout_.has_plug_gate) bytes += n * n * kFloatBytes;  // the layer's G, shared by heads
   if (options_.rollout) bytes += 3 * n * n * kDoubleBytes + p * kFloatBytes;
   if (options_.gates) bytes += l * h * p * kFloatBytes;
   if (options_.resonance) bytes += l * h * p * kFloatBytes + l * h * kFloatBytes;
@@ -74,6 +78,7 @@ int64_t ExplanationBuilder::PeakBytes() const {
   };
   const int64_t selected = count(options_.attention_heads, h) *
                            count(options_.attention_queries, n) * n * kFloatBytes;
+  if (options_.plug_gates) bytes += l * count(options_.attention_queries, n) * n * kFloatBytes;
   const int64_t full = static_cast<int64_t>(options_.attention_layers.size());
   bytes += full * selected * (options_.resonance ? 2 : 1);
   return bytes;
@@ -139,6 +144,17 @@ absl::Status ExplanationBuilder::AddLayer(int layer, const NamedTensors& maps) {
         Owned(r->select(1, 0).narrow(1, 1, p).reshape({h, layout_.grid_h, layout_.grid_w})));
     vigilance_rows_.push_back(Owned(*vig));
     if (full) out_.attention_resonance.push_back(Selected(*r));
+  }
+  if (options_.plug_gates) {
+    auto g = Map(maps, "plug_gate", {n, n});
+    if (!g.ok()) return g.status();
+    at::Tensor rows = *g;
+    if (!options_.attention_queries.empty()) {
+      rows = rows.index_select(0, at::tensor(std::vector<int64_t>(options_.attention_queries.begin(),
+                                                                  options_.attention_queries.end()),
+                                             at::kLong));
+    }
+    out_.plug_gates.push_back(Owned(rows));
   }
   return absl::OkStatus();
 }

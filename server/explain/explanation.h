@@ -22,6 +22,7 @@ struct MapLayout {
   int layers = 0, heads = 0;
   int grid_h = 0, grid_w = 0;
   bool has_gate = false, has_resonance = false;
+  bool has_plug_gate = false;  // PLuG: head-shared gate G [N, N] per layer
   int64_t tokens() const { return static_cast<int64_t>(grid_h) * grid_w + 1; }
   int64_t patches() const { return static_cast<int64_t>(grid_h) * grid_w; }
 };
@@ -31,6 +32,7 @@ struct ExplainOptions {
   RolloutOptions rollout_options;
   bool gates = false;
   bool resonance = false;
+  bool plug_gates = false;            // PLuG gate rows G[queries, N] per layer
   std::vector<int> attention_layers;  // [heads, queries, N] maps of these layers
   std::vector<int> attention_heads;   // restrict those maps to these heads (empty: all)
   std::vector<int> attention_queries; // ... and these query tokens (empty: all)
@@ -43,6 +45,7 @@ struct Explanation {
   at::Tensor vigilance;                        // [L, H] Pr[c > rho], with resonance
   std::vector<at::Tensor> attention;           // per requested layer [heads, queries, N]
   std::vector<at::Tensor> attention_resonance; // same, of the resonance maps
+  std::vector<at::Tensor> plug_gates;          // per layer [queries, N]: PLuG gate rows
 };
 
 class ExplanationBuilder {
@@ -58,7 +61,8 @@ class ExplanationBuilder {
   int64_t PeakBytes() const;
 
   // Layer `layer`'s maps of one example (batch dim removed): "attention" [H,N,N] and, as
-  // the model has them, "gate" [H,N], "resonance" [H,N,N], "vigilance" [H]. Layers must
+  // the model has them, "gate" [H,N], "resonance" [H,N,N], "vigilance" [H], "plug_gate"
+  // [N,N]. Layers must
   // arrive in order 0..L-1. INTERNAL when the maps contradict the model's metadata.
   absl::Status AddLayer(int layer, const NamedTensors& maps);
 

@@ -21,12 +21,12 @@ import torch.nn.functional as F
 from gatescope.attention import (DarParams, MultiheadDGSA, MultiheadDiffAttn,
                                  MultiheadSelfAttention)
 
-ARCHS = ("dgvit", "vit", "diffvit")
+ARCHS = ("dgvit", "vit", "diffvit", "deit", "plug_deit")
 
 
 @dataclasses.dataclass
 class VitConfig:
-    arch: str = "dgvit"          # "dgvit", "vit" or "diffvit"
+    arch: str = "dgvit"          # "dgvit", "vit", "diffvit" or (networks/deit.py) "deit", "plug_deit"
     image_size: int = 28
     in_channels: int = 1
     patch_size: int = 4
@@ -167,5 +167,10 @@ class VisionTransformer(nn.Module):
         return out
 
 
-def build_classifier(cfg: VitConfig) -> VisionTransformer:
+def build_classifier(cfg: VitConfig) -> nn.Module:
+    if cfg.arch in ("deit", "plug_deit"):
+        if cfg.dar:
+            raise ValueError("DAR is not offered on the DeiT models")
+        from gatescope.networks.deit import Deit
+        return Deit(cfg)
     return VisionTransformer(cfg)

@@ -19,6 +19,7 @@ MapLayout LayoutOf(const ModelConfig& config) {
     has_attention |= kind == "attention";
     layout.has_gate |= kind == "gate";
     layout.has_resonance |= kind == "resonance";
+    layout.has_plug_gate |= kind == "plug_gate";
   }
   if (!has_attention) layout.layers = 0;  // cannot explain
   return layout;
@@ -54,12 +55,14 @@ NamedTensors ExplanationTensors(const Explanation& ex) {
   if (!ex.attention_resonance.empty()) {
     out.emplace("attention_resonance", at::stack(ex.attention_resonance));
   }
+  if (!ex.plug_gates.empty()) out.emplace("plug_gates", at::stack(ex.plug_gates));
   return out;
 }
 
 bool IsExplanationOutput(const std::string& name) {
   for (const char* known :
-       {"rollout", "gates", "resonance", "vigilance", "attention", "attention_resonance"}) {
+       {"rollout", "gates", "resonance", "vigilance", "attention", "attention_resonance",
+        "plug_gates"}) {
     if (name == known) return true;
   }
   return false;

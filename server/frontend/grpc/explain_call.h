@@ -31,7 +31,8 @@ void AttachExplanation(std::shared_ptr<ExplanationBuilder> builder, int layers, 
 
 // An explanation as named tensors, for APIs that return outputs by name (KServe):
 // "rollout" [gh, gw], "gates" [L, H, gh, gw], "resonance" [L, H, gh, gw], "vigilance"
-// [L, H], "attention" and "attention_resonance" [layers asked, H, N, N]; absent if not asked.
+// [L, H], "attention" and "attention_resonance" [layers asked, H, N, N], "plug_gates"
+// [L, queries, N]; absent if not asked.
 NamedTensors ExplanationTensors(const Explanation& explanation);
 
 // The names ExplanationTensors can produce.

@@ -132,6 +132,7 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
   options.rollout = request->rollout();
   options.gates = request->gates();
   options.resonance = request->resonance();
+  options.plug_gates = request->plug_gates();
   options.attention_layers.assign(request->attention_layers().begin(),
                                   request->attention_layers().end());
   options.attention_heads.assign(request->attention_heads().begin(),
@@ -175,6 +176,7 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
         for (const auto& r : ex->attention_resonance) {
           ToFloatProto(r, response->add_attention_resonance());
         }
+        for (const auto& g : ex->plug_gates) ToFloatProto(g, response->add_plug_gates());
         if (request->heatmap_png() && is_image) {
           auto png = RenderOverlayPng(ex->rollout, request->image());
           if (png.ok()) {

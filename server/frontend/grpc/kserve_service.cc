@@ -36,7 +36,7 @@ void SetDuration(kv::StatisticDuration* d, uint64_t count, double seconds) {
 
 // KServe request parameters that turn ModelInfer into an explanation (gatescope's
 // extension; docs/explain.md): "explain" = comma-separated kinds among rollout, gates,
-// resonance; "explain_attention_layers" = comma-separated layers for full maps, optionally
+// resonance, plug_gates; "explain_attention_layers" = comma-separated layers for full maps, optionally
 // restricted by "explain_attention_heads" and "explain_attention_queries" (token indices);
 // "rollout_head_fusion", "rollout_signed_maps" (strings), "rollout_discard_ratio" (double),
 // "rollout_start_layer" (int64). nullopt when the request asks for no explanation.
@@ -56,10 +56,12 @@ absl::StatusOr<std::optional<ExplainOptions>> ParseExplainParameters(
         o.gates = true;
       } else if (kind == "resonance") {
         o.resonance = true;
+      } else if (kind == "plug_gates") {
+        o.plug_gates = true;
       } else {
         return absl::InvalidArgumentError(absl::StrCat(
             "explain parameter: unknown kind '", std::string(kind),
-            "' (rollout, gates, resonance)"));
+            "' (rollout, gates, resonance, plug_gates)"));
       }
     }
   }
@@ -93,7 +95,7 @@ absl::StatusOr<std::optional<ExplainOptions>> ParseExplainParameters(
     }
     o.rollout_options.start_layer = static_cast<int>(start);
   }
-  if (!o.rollout && !o.gates && !o.resonance && o.attention_layers.empty()) {
+  if (!o.rollout && !o.gates && !o.resonance && !o.plug_gates && o.attention_layers.empty()) {
     return absl::InvalidArgumentError("explain parameter names no explanation");
   }
   return std::optional<ExplainOptions>(std::move(o));

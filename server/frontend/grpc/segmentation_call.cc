@@ -24,6 +24,8 @@ absl::Status CheckSegmentationRequest(const ExplainRequest& r) {
     what = "attention_layers / attention_heads / attention_queries";
   } else if (r.resonance()) {
     what = "resonance";
+  } else if (r.plug_gates()) {
+    what = "plug_gates";
   } else if (r.heatmap_png()) {
     what = "heatmap_png";
   }

@@ -163,6 +163,40 @@ TEST(ExplanationTest, SelectsHeadsAndQueryTokens) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ExplanationTest, PlugGateRowsForChosenQueries) {
+  MapLayout layout = TwoByTwo(false, false);
+  layout.has_plug_gate = true;
+  ExplainOptions o;
+  o.plug_gates = true;
+  o.attention_queries = {0, 4};
+  auto builder = ExplanationBuilder::Create(layout, o);
+  ASSERT_TRUE(builder.ok()) << builder.status();
+  at::manual_seed(3);
+  const at::Tensor g0 = at::tanh(at::randn({5, 5})), g1 = at::tanh(at::randn({5, 5}));
+  ASSERT_TRUE((*builder)->AddLayer(0, {{"attention", at::softmax(at::randn({2, 5, 5}), -1)},
+                                       {"plug_gate", g0}}).ok());
+  ASSERT_TRUE((*builder)->AddLayer(1, {{"attention", at::softmax(at::randn({2, 5, 5}), -1)},
+                                       {"plug_gate", g1}}).ok());
+  auto ex = (*builder)->Finish();
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  ASSERT_EQ(ex->plug_gates.size(), 2u);
+  EXPECT_EQ(ex->plug_gates[1].sizes(), (std::vector<int64_t>{2, 5}));
+  EXPECT_TRUE(at::equal(ex->plug_gates[1][0], g1[0]));
+  EXPECT_TRUE(at::equal(ex->plug_gates[1][1], g1[4]));
+  // Counted in the byte bound: 2 layers x 2 rows x 5 tokens x 4 bytes, plus the layer's G.
+  ExplainOptions none;
+  none.rollout = true;
+  auto plain = ExplanationBuilder::Create(layout, none);
+  ASSERT_TRUE(plain.ok());
+  ExplainOptions rows = o;
+  rows.rollout = true;
+  EXPECT_EQ((*ExplanationBuilder::Create(layout, rows))->PeakBytes() - (*plain)->PeakBytes(),
+            2 * 2 * 5 * 4);
+  // A model without PLuG gates cannot serve them.
+  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(true, false), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ExplanationTest, RefusesWhatTheModelCannotServe) {
   ExplainOptions gates;
   gates.gates = true;
