@@ -8,15 +8,18 @@
 //   gatescope-client health --server ADDR [--service NAME]
 //   gatescope-client services --server ADDR     (lists services via server reflection)
 //   gatescope-client explain --server ADDR --model NAME [--rollout] [--gates] [--resonance]
-//       [--layers 0,2] [--head-fusion mean|max|min] [--signed clamp|abs|raw]
+//       [--plug-gates] [--layers 0,2 [--heads 0,1] [--queries 0,5]]
+//       [--head-fusion mean|max|min] [--signed clamp|abs|raw]
 //       [--discard-ratio R] [--start-layer L] [--format npy|json] --out DIR FILE...
 //     per input (<stem> = DIR/<file name>, extension kept; a repeated name gets .2, .3, ...):
-//       <stem>.panel.png    input | rollout | gate L<l> per layer | res L<l> per layer
-//                           (head-mean maps over the input; only those requested);
+//       <stem>.panel.png    input | rollout | gate L<l> per layer | res L<l> per layer |
+//                           plug L<l> per layer (head-mean maps over the input; PLuG: the
+//                           first returned gate row over the patches; only those requested);
 //       <stem>.rollout.png  the server's rollout overlay (with --rollout);
 //       --format npy (default): <stem>.rollout.npy [gh,gw], <stem>.gates.npy [L,H,gh,gw],
 //         <stem>.resonance.npy [L,H,gh,gw], <stem>.vigilance.npy [L,H],
-//         <stem>.attention.L<l>.npy and <stem>.attention_resonance.L<l>.npy [H,N,N], and
+//         <stem>.attention.L<l>.npy and <stem>.attention_resonance.L<l>.npy [H,N,N]
+//         (restricted by --heads / --queries), <stem>.plug_gates.npy [L,queries,N], and
 //         <stem>.json (classes and the .npy file names);
 //       --format json: <stem>.json with the classes and every map as nested arrays.
 //   gatescope-client explain --server ADDR --model SEGMENTATION_MODEL [--gates]
@@ -48,7 +51,9 @@
 // or {"file":..., "error":{"code":"INVALID_ARGUMENT", "message":...}}; exits 2 if any failed.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -89,7 +94,8 @@ const char kUsage[] =
     "       gatescope-client health --server ADDR [--service NAME]\n"
     "       gatescope-client services --server ADDR\n"
     "       gatescope-client explain --server ADDR --model NAME [--rollout] [--gates]\n"
-    "           [--resonance] [--layers 0,2] [--head-fusion mean|max|min]\n"
+    "           [--resonance] [--plug-gates] [--layers 0,2 [--heads 0,1] [--queries 0,5]]\n"
+    "           [--head-fusion mean|max|min]\n"
     "           [--signed clamp|abs|raw] [--discard-ratio R] [--start-layer L]\n"
     "           [--format npy|json] --out DIR FILE...\n"
     "       gatescope-client explain --server ADDR --model SEGMENTATION_MODEL [--gates]\n"
@@ -348,6 +354,17 @@ cv::Mat GridMat(const v1::Tensor& t) {
   return m;
 }
 
+// Row 0 of a [queries, N] FLOAT32 tensor (checked) over the patches, as a square CV_32FC1
+// grid (tokens: class token, then the grid row-major); empty if N - 1 is not a square.
+cv::Mat GateRowMat(const v1::Tensor& t) {
+  const int n = static_cast<int>(t.shape(1));
+  const int side = static_cast<int>(std::lround(std::sqrt(std::max(0, n - 1))));
+  if (t.shape(0) < 1 || side * side != n - 1 || side == 0) return {};
+  cv::Mat m(side, side, CV_32FC1);
+  std::memcpy(m.ptr<float>(), t.data().data() + sizeof(float), sizeof(float) * (n - 1));
+  return m;
+}
+
 // The head mean of an [H, rows, cols] FLOAT32 tensor (checked) as a CV_32FC1 Mat.
 cv::Mat HeadMeanMat(const v1::Tensor& t) {
   std::vector<float> v(t.data().size() / sizeof(float));
@@ -416,7 +433,8 @@ bool CheckResponse(const v1::ExplainResponse& resp, std::string& why) {
   for (const auto& t : resp.attention_resonance()) {
     if (!CheckMap(t, 3, "attention resonance", why)) return false;
   }
-  return StackLayers(resp.gates(), "gate", shape, bytes, why) &&
+  return StackLayers(resp.plug_gates(), "PLuG gate", shape, bytes, why) &&
+         StackLayers(resp.gates(), "gate", shape, bytes, why) &&
          StackLayers(resp.resonance(), "resonance", shape, bytes, why);
 }
 
@@ -437,6 +455,12 @@ cv::Mat ExplainPanel(const cv::Mat& image, const v1::ExplainResponse& resp) {
   for (int l = 0; l < resp.resonance_size(); ++l) {
     tiles.push_back(OverlayTile(image, HeadMeanMat(resp.resonance(l)), tile));
     captions.push_back("res L" + std::to_string(l));
+  }
+  for (int l = 0; l < resp.plug_gates_size(); ++l) {
+    cv::Mat row = GateRowMat(resp.plug_gates(l));
+    if (row.empty()) break;  // tokens are not a class token plus a square grid
+    tiles.push_back(OverlayTile(image, row, tile));
+    captions.push_back("plug L" + std::to_string(l));
   }
   return ComposePanel(tiles, captions);
 }
@@ -466,6 +490,9 @@ bool WriteNpyOutputs(const std::string& file, const std::string& stem,
     write("resonance", shape, bytes);
   }
   if (resp.has_vigilance()) write("vigilance", shape_of(resp.vigilance()), resp.vigilance().data());
+  if (resp.plug_gates_size() && StackLayers(resp.plug_gates(), "PLuG gate", shape, bytes, why)) {
+    write("plug_gates", shape, bytes);
+  }
   auto layer = [&](int i) {
     return std::to_string(i < req.attention_layers_size() ? req.attention_layers(i) : i);
   };
@@ -494,6 +521,7 @@ bool WriteJsonOutput(const std::string& file, const std::string& stem,
   json += ",\"resonance\":" + TensorListJson(resp.resonance());
   if (resp.has_vigilance()) json += ",\"vigilance\":" + TensorJson(resp.vigilance());
   json += ",\"attention_resonance\":" + TensorListJson(resp.attention_resonance());
+  json += ",\"plug_gates\":" + TensorListJson(resp.plug_gates());
   return WriteBytes(stem + ".json", json + "}\n");
 }
 
@@ -614,10 +642,17 @@ int Explain(const Args& args) {
     req.set_rollout(args.Get("rollout", "") == "true");
     req.set_gates(args.Get("gates", "") == "true");
     req.set_resonance(args.Get("resonance", "") == "true");
+    req.set_plug_gates(args.Get("plug-gates", "") == "true");
     req.set_heatmap_png(req.rollout());
-    std::stringstream layers(args.Get("layers", ""));
-    for (std::string l; std::getline(layers, l, ',');) {
-      if (!l.empty()) req.add_attention_layers(std::atoi(l.c_str()));
+    for (const auto& [flag, add] :
+         {std::pair<const char*, void (v1::ExplainRequest::*)(int32_t)>{
+              "layers", &v1::ExplainRequest::add_attention_layers},
+          {"heads", &v1::ExplainRequest::add_attention_heads},
+          {"queries", &v1::ExplainRequest::add_attention_queries}}) {
+      std::stringstream items(args.Get(flag, ""));
+      for (std::string item; std::getline(items, item, ',');) {
+        if (!item.empty()) (req.*add)(std::atoi(item.c_str()));
+      }
     }
     if (query) *req.mutable_query_pixel() = *query;
     v1::ExplainResponse resp;
@@ -706,7 +741,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Args args;
-  if (!ParseArgs(argc, argv, 2, args, {"rollout", "gates", "resonance", "probabilities"})) {
+  if (!ParseArgs(argc, argv, 2, args, {"rollout", "gates", "resonance", "plug-gates", "probabilities"})) {
     return 1;
   }
   // --image FILE is another way to name one input file.

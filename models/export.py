@@ -27,13 +27,17 @@ from gatescope.networks import VitConfig, build_classifier  # noqa: E402
 
 METADATA_FILE = "gatescope.json"
 TRAINING_FILE = "training.json"
-ARCH_TITLES = {"dgvit": "DGViT (M-DGSA)", "vit": "ViT", "diffvit": "DiffAttn-ViT"}
+ARCH_TITLES = {"dgvit": "DGViT (M-DGSA)", "vit": "ViT", "diffvit": "DiffAttn-ViT",
+               "deit": "DeiT (timm parameter names)",
+               "plug_deit": "PLuG-DeiT (pairwise logit gating, timm parameter names)"}
 
 
 def map_kinds(cfg: VitConfig):
     kinds = ["attention"]
     if cfg.arch == "dgvit":
         kinds.append("gate")
+    if cfg.arch == "plug_deit":
+        kinds.append("plug_gate")
     if cfg.dar:
         kinds += ["resonance", "vigilance"]
     return kinds
