@@ -326,18 +326,19 @@ bool CheckMap(const v1::Tensor& t, int rank, const std::string& name, std::strin
   return true;
 }
 
-// The layers' [H, gh, gw] maps stacked to [L, H, gh, gw] (shape and little-endian bytes);
-// false with `why` if a layer is malformed or the layers' shapes differ.
+// The layers' maps of `rank` dims (e.g. [H, gh, gw]) stacked to [L, ...] (shape and
+// little-endian bytes); false with `why` if a layer is malformed or the shapes differ.
 bool StackLayers(const google::protobuf::RepeatedPtrField<v1::Tensor>& layers,
                  const std::string& name, std::vector<int64_t>& shape, std::string& bytes,
-                 std::string& why) {
+                 std::string& why, int rank = 3) {
   shape.clear();
   bytes.clear();
   for (const v1::Tensor& t : layers) {
-    if (!CheckMap(t, 3, name, why)) return false;
+    if (!CheckMap(t, rank, name, why)) return false;
     const std::vector<int64_t> s(t.shape().begin(), t.shape().end());
     if (shape.empty()) {
-      shape = {layers.size(), s[0], s[1], s[2]};
+      shape = {static_cast<int64_t>(layers.size())};
+      shape.insert(shape.end(), s.begin(), s.end());
     } else if (!std::equal(s.begin(), s.end(), shape.begin() + 1)) {
       why = name + " maps differ in shape across layers";
       return false;
@@ -433,7 +434,7 @@ bool CheckResponse(const v1::ExplainResponse& resp, std::string& why) {
   for (const auto& t : resp.attention_resonance()) {
     if (!CheckMap(t, 3, "attention resonance", why)) return false;
   }
-  return StackLayers(resp.plug_gates(), "PLuG gate", shape, bytes, why) &&
+  return StackLayers(resp.plug_gates(), "PLuG gate", shape, bytes, why, 2) &&
          StackLayers(resp.gates(), "gate", shape, bytes, why) &&
          StackLayers(resp.resonance(), "resonance", shape, bytes, why);
 }
@@ -490,7 +491,8 @@ bool WriteNpyOutputs(const std::string& file, const std::string& stem,
     write("resonance", shape, bytes);
   }
   if (resp.has_vigilance()) write("vigilance", shape_of(resp.vigilance()), resp.vigilance().data());
-  if (resp.plug_gates_size() && StackLayers(resp.plug_gates(), "PLuG gate", shape, bytes, why)) {
+  if (resp.plug_gates_size() &&
+      StackLayers(resp.plug_gates(), "PLuG gate", shape, bytes, why, 2)) {
     write("plug_gates", shape, bytes);
   }
   auto layer = [&](int i) {

@@ -20,7 +20,8 @@ def test_split():
 
 
 @pytest.mark.parametrize("name,min_acc", [("dgvit_fmnist", 0.89), ("vit_fmnist", 0.85),
-                                          ("darvit_fmnist", 0.85), ("diffvit_fmnist", 0.85)])
+                                          ("darvit_fmnist", 0.85), ("diffvit_fmnist", 0.85),
+                                          ("deit_fmnist", 0.85), ("plug_deit_fmnist", 0.85)])
 def test_accuracy_matches_model_card(ops, test_split, name, min_acc):
     path = REPO / name / "1" / "model.pt"
     assert path.stat().st_size < 20 * 2**20
