@@ -9,6 +9,9 @@ the eager DAR reference (logits + cosine + resonance maps); pass e.g. --d 32 --d
 eager GDLA reference; defaults follow a PVT-GDLA stage-1 decoder (dim 64, 2 heads: D = 32
 per head, --d is D; --dv is unused) at N = 3136 and 16384 tokens (224^2 and 512^2 inputs
 at stride 4).
+--op plug: gatescope::plug_attention (tanh gate, gml w = (0.6, -0.8), b = (0.2, 0.9)) vs the
+eager PLuG reference (logits, R and G maps); defaults follow DeiT-S (6 heads, d = dv = 64,
+gate dim dg = d).
 For each sequence length N, each variant runs in its own fresh process so that peak
 resident memory (ru_maxrss) is attributable to it; the workers run with glibc's mmap
 threshold fixed at 128 KiB (MALLOC_MMAP_THRESHOLD_, unless already set), so large buffers
@@ -16,7 +19,7 @@ are returned on free and repeated calls do not pile up retained heap in the peak
 one table row per N with times, the speed ratio, the extra resident memory of each and
 their ratio. Batch 1.
 
-Usage: /usr/bin/python3 benchmarks/bench_attention_cpu.py [--op dgsa|dar|gdla]
+Usage: /usr/bin/python3 benchmarks/bench_attention_cpu.py [--op dgsa|dar|gdla|plug]
            [--threads 2] [--n 197 1024 4096]
 """
 import argparse
@@ -33,11 +36,13 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 DAR = dict(lam=0.4, rho=0.5, alpha=8.0, beta=0.0, steps=1)
 GDLA = dict(eps=1e-5, gate=0)
+PLUG = dict(w=(0.6, -0.8), b=(0.2, 0.9), tanh_gate=True)
 # Per-op defaults of --n, --heads, --d and --dv.
 DEFAULTS = {
     "dgsa": dict(n=[197, 1024, 4096], heads=8, d=16, dv=32),
     "dar": dict(n=[197, 1024, 4096], heads=8, d=16, dv=32),
     "gdla": dict(n=[3136, 16384], heads=2, d=32, dv=32),
+    "plug": dict(n=[197, 1024, 4096], heads=6, d=64, dv=64),
 }
 
 
@@ -48,6 +53,14 @@ def problem(op, mode, n, heads, d, dv):
     from gatescope.attention.dgsa import dgsa_reference
     from gatescope.attention.gdla import gdla_reference
     g = torch.Generator().manual_seed(0)
+    if op == "plug":
+        from gatescope.attention.plug import plug_reference
+        args = [torch.randn(1, heads, n, d, generator=g), torch.randn(1, heads, n, d, generator=g),
+                torch.randn(1, heads, n, dv, generator=g), torch.randn(1, n, d, generator=g),
+                torch.randn(1, n, d, generator=g), torch.tensor(PLUG["w"]).reshape(2, 1),
+                torch.tensor(PLUG["b"])]
+        fn = torch.ops.gatescope.plug_attention if mode == "fused" else plug_reference
+        return (lambda *t: fn(*t, d ** -0.5, d ** -0.5, PLUG["tanh_gate"])), args
     if op == "gdla":
         args = [torch.randn(1, heads, n, d, generator=g) for _ in range(4)]
         args += [0.1 * torch.randn(heads, d, generator=g), 1 + 0.1 * torch.randn(d, generator=g)]
