@@ -9,14 +9,15 @@ scripts/setup.sh
 scripts/build.sh
 mkdir -p build/train
 # name:architecture flags
-MODELS=("dgvit:--arch dgvit" "vit:--arch vit" "darvit:--arch vit --dar" "diffvit:--arch diffvit")
+MODELS=("dgvit:--arch dgvit" "vit:--arch vit" "darvit:--arch vit --dar" "diffvit:--arch diffvit"
+        "deit:--arch deit" "plug_deit:--arch plug_deit")
 train() {
   local name=${1%%:*} flags=${1#*:}
   # shellcheck disable=SC2086
   /usr/bin/python3 models/train_classifier.py $flags --epochs 12 --patch-size 7 --threads 1 \
     --warmup-steps 300 --out "build/train/$name" >"build/train/$name.log" 2>&1
 }
-for pair in "0 1" "2 3"; do
+for pair in "0 1" "2 3" "4 5"; do
   for i in $pair; do train "${MODELS[$i]}" & done
   wait
 done
