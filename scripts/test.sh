@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/fetch_mnist.sh
 scripts/build.sh
 status=0
 (cd build && ctest --output-on-failure -j2) || status=1
