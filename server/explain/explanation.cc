@@ -149,10 +149,10 @@ absl::Status ExplanationBuilder::AddLayer(int layer, const NamedTensors& maps) {
     auto g = Map(maps, "plug_gate", {n, n});
     if (!g.ok()) return g.status();
     at::Tensor rows = *g;
-    if (!options_.attention_queries.empty()) {
-      rows = rows.index_select(0, at::tensor(std::vector<int64_t>(options_.attention_queries.begin(),
-                                                                  options_.attention_queries.end()),
-                                             at::kLong));
+    const auto& queries = options_.attention_queries;
+    if (!queries.empty()) {
+      rows = rows.index_select(
+          0, at::tensor(std::vector<int64_t>(queries.begin(), queries.end()), at::kLong));
     }
     out_.plug_gates.push_back(Owned(rows));
   }
