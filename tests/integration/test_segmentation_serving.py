@@ -219,3 +219,23 @@ def test_client_writes_overlay_and_map_pngs(server, held_out, tmp_path):
         if p.suffix == ".png":
             img = decode_png(p.read_bytes())
             assert img.shape[0] >= 217 and img.shape[1] >= 181, (p.name, img.shape)
+
+
+def test_kserve_returns_masks_at_the_input_size(server, held_out, tmp_path_factory):
+    out = tmp_path_factory.mktemp("kv_stubs")
+    generate_python_stubs(out, "inference/model_config.proto", "inference/grpc_service.proto")
+    sys.path.insert(0, str(out))
+    kv = importlib.import_module("inference.grpc_service_pb2")
+    kv_grpc = importlib.import_module("inference.grpc_service_pb2_grpc")
+    images = held_out["images"][3:5]
+    req = kv.ModelInferRequest(model_name=MODEL)
+    req.inputs.add(name="input", datatype="UINT8", shape=[2, 1, 217, 181])
+    req.raw_input_contents.append(images.tobytes())
+    req.outputs.add(name="mask")
+    with grpc.insecure_channel(server.address) as channel:
+        resp = kv_grpc.GRPCInferenceServiceStub(channel).ModelInfer(req, timeout=120)
+    assert [o.name for o in resp.outputs] == ["mask"]
+    assert list(resp.outputs[0].shape) == [2, 217, 181]
+    masks = np.frombuffer(resp.raw_output_contents[0], np.uint8).reshape(2, 217, 181)
+    for got, image in zip(masks, images):
+        assert (got == reference_mask(MODEL, image)).mean() > 0.9999
