@@ -12,16 +12,16 @@
 #include <tuple>
 #include <vector>
 
+#include "kernel_test_support.h"
 #include "gatescope/ops/dar_cpu_kernel.h"
 #include "gatescope/ops/dar_cuda_kernel.h"
 
 namespace gatescope::ops {
 namespace {
 
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using testing::HaveDevice;
+using testing::RoundToHalf;
+using testing::ToDevice;
 
 struct Dims {
   int64_t batch, heads, nq, nk, d, dv;
@@ -98,10 +98,8 @@ Problem MakeProblem(const Dims& dims, const Settings& set, unsigned seed) {
   return p;
 }
 
-void RoundToHalf(Problem& p) {
-  for (auto* x : {&p.q, &p.k, &p.v}) {
-    for (float& e : *x) e = static_cast<float>(static_cast<__half>(e));
-  }
+void RoundInputsToHalf(Problem& p) {
+  for (auto* x : {&p.q, &p.k, &p.v}) RoundToHalf(*x);
 }
 
 struct Result {
@@ -156,17 +154,6 @@ std::vector<int> AmbiguousCrossings(const Problem& p) {
 }
 
 // Copies host values (converted to T) to a new device buffer.
-template <typename T, typename Src>
-void* ToDevice(const std::vector<Src>& host) {
-  std::vector<T> staged(host.size());
-  for (size_t i = 0; i < host.size(); ++i) staged[i] = static_cast<T>(host[i]);
-  void* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(&dev, std::max<size_t>(staged.size(), 1) * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, staged.data(), staged.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return dev;
-}
-
 template <typename T>
 Result RunCuda(const Problem& p, DarDType dtype) {
   const DarShape& s = p.shape;
@@ -257,7 +244,7 @@ TEST_P(DarKernelTest, Float16MatchesCpu) {
   const auto& [dims, set] = GetParam();
   Problem p = MakeProblem(dims, set, 11);
   // Compare against the reference on the same half-rounded inputs.
-  RoundToHalf(p);
+  RoundInputsToHalf(p);
   const Result gpu = RunCuda<__half>(p, DarDType::kFloat16), cpu = CpuReference(p);
   EXPECT_LT(MaxAbsDiff(gpu.out, cpu.out), 2e-3);
   ExpectRowStatsMatch(p, gpu, cpu);

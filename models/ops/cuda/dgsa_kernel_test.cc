@@ -8,16 +8,15 @@
 #include <random>
 #include <vector>
 
+#include "kernel_test_support.h"
 #include "gatescope/ops/dgsa_cpu_kernel.h"
 #include "gatescope/ops/dgsa_cuda_kernel.h"
 
 namespace gatescope::ops {
 namespace {
 
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using testing::HaveDevice;
+using testing::ToDevice;
 
 struct Problem {
   DgsaShape shape;
@@ -53,17 +52,6 @@ std::vector<float> CpuReference(const Problem& p) {
 }
 
 // Copies host values (converted to T) to a new device buffer.
-template <typename T>
-void* ToDevice(const std::vector<float>& host) {
-  std::vector<T> staged(host.size());
-  for (size_t i = 0; i < host.size(); ++i) staged[i] = static_cast<T>(host[i]);
-  void* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(&dev, staged.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, staged.data(), staged.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return dev;
-}
-
 template <typename T>
 std::vector<float> RunCuda(const Problem& p, DgsaDType dtype) {
   const std::vector<const std::vector<float>*> inputs = {&p.q_pos, &p.k_pos, &p.q_neg,

@@ -12,16 +12,17 @@
 #include <tuple>
 #include <vector>
 
+#include "kernel_test_support.h"
 #include "gatescope/ops/gdla_cpu_kernel.h"
 #include "gatescope/ops/gdla_cuda_kernel.h"
 
 namespace gatescope::ops {
 namespace {
 
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using testing::HaveDevice;
+using testing::MaxScaledDiff;
+using testing::RoundToHalf;
+using testing::ToDevice;
 
 struct Dims {
   int64_t batch, heads, n, dim;
@@ -72,10 +73,8 @@ Problem MakeProblem(const Dims& dims, const Settings& set, unsigned seed) {
   return p;
 }
 
-void RoundToHalf(Problem& p) {
-  for (auto* x : {&p.q, &p.k, &p.v, &p.g}) {
-    for (float& e : *x) e = static_cast<float>(static_cast<__half>(e));
-  }
+void RoundInputsToHalf(Problem& p) {
+  for (auto* x : {&p.q, &p.k, &p.v, &p.g}) RoundToHalf(*x);
 }
 
 std::vector<float> CpuReference(const Problem& p) {
@@ -94,18 +93,6 @@ std::vector<float> CpuReference(const Problem& p) {
 
 // Copies host values (converted to T) to a new device buffer; null for an empty vector.
 template <typename T>
-void* ToDevice(const std::vector<float>& host) {
-  if (host.empty()) return nullptr;
-  std::vector<T> staged(host.size());
-  for (size_t i = 0; i < host.size(); ++i) staged[i] = static_cast<T>(host[i]);
-  void* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(&dev, staged.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, staged.data(), staged.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return dev;
-}
-
-template <typename T>
 std::vector<float> RunCuda(const Problem& p, GdlaDType dtype) {
   const size_t size = p.q.size();
   void* q = ToDevice<T>(p.q);
@@ -113,7 +100,7 @@ std::vector<float> RunCuda(const Problem& p, GdlaDType dtype) {
   void* v = ToDevice<T>(p.v);
   void* g = ToDevice<T>(p.g);
   void* lam = ToDevice<float>(p.lam);
-  void* weight = ToDevice<float>(p.weight);
+  void* weight = p.weight.empty() ? nullptr : ToDevice<float>(p.weight);  // none: no weight
   void* out = nullptr;
   float* workspace = nullptr;
   const int64_t workspace_floats = GdlaCudaWorkspaceFloats(p.shape);
@@ -139,16 +126,6 @@ std::vector<float> RunCuda(const Problem& p, GdlaDType dtype) {
 }
 
 // Largest |a - b| / max(1, |b|): absolute below 1, relative above (the gated outputs reach
-// magnitudes of several units, where fp16 storage alone rounds by more than 2e-3).
-double MaxScaledDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double diff = std::fabs(double(a[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i])));
-    worst = std::isnan(diff) ? INFINITY : std::max(worst, diff);
-  }
-  return worst;
-}
-
 using Param = std::tuple<Dims, Settings>;
 
 class GdlaKernelTest : public ::testing::TestWithParam<Param> {};
@@ -165,7 +142,7 @@ TEST_P(GdlaKernelTest, Float16MatchesCpu) {
   const auto& [dims, set] = GetParam();
   Problem p = MakeProblem(dims, set, 11);
   // Compare against the reference on the same half-rounded inputs.
-  RoundToHalf(p);
+  RoundInputsToHalf(p);
   EXPECT_LT(MaxScaledDiff(RunCuda<__half>(p, GdlaDType::kFloat16), CpuReference(p)), 2e-3);
 }
 

@@ -13,16 +13,14 @@
 #include <utility>
 #include <vector>
 
+#include "kernel_test_support.h"
 #include "gatescope/ops/ms_deform_cpu_kernel.h"
 #include "gatescope/ops/ms_deform_cuda_kernel.h"
 
 namespace gatescope::ops {
 namespace {
 
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using testing::HaveDevice;
 
 struct Dims {
   int64_t batch, heads, channels, queries, points;

@@ -12,16 +12,17 @@
 #include <tuple>
 #include <vector>
 
+#include "kernel_test_support.h"
 #include "gatescope/ops/plug_cpu_kernel.h"
 #include "gatescope/ops/plug_cuda_kernel.h"
 
 namespace gatescope::ops {
 namespace {
 
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
+using testing::HaveDevice;
+using testing::MaxScaledDiff;
+using testing::RoundToHalf;
+using testing::ToDevice;
 
 struct Dims {
   int64_t batch, heads, nq, nk, d, dv, dg;
@@ -82,10 +83,8 @@ Problem MakeProblem(const Dims& dims, const Gate& gate, unsigned seed) {
   return p;
 }
 
-void RoundToHalf(Problem& p) {
-  for (auto* x : {&p.q, &p.k, &p.v, &p.qg, &p.kg}) {
-    for (float& e : *x) e = static_cast<float>(static_cast<__half>(e));
-  }
+void RoundInputsToHalf(Problem& p) {
+  for (auto* x : {&p.q, &p.k, &p.v, &p.qg, &p.kg}) RoundToHalf(*x);
 }
 
 std::vector<float> CpuReference(const Problem& p) {
@@ -103,17 +102,6 @@ std::vector<float> CpuReference(const Problem& p) {
 }
 
 // Copies host values (converted to T) to a new device buffer.
-template <typename T>
-void* ToDevice(const std::vector<float>& host) {
-  std::vector<T> staged(host.size());
-  for (size_t i = 0; i < host.size(); ++i) staged[i] = static_cast<T>(host[i]);
-  void* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(&dev, std::max<size_t>(staged.size(), 1) * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, staged.data(), staged.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return dev;
-}
-
 template <typename T>
 std::vector<float> RunCuda(const Problem& p, PlugDType dtype) {
   const PlugShape& s = p.shape;
@@ -141,16 +129,6 @@ std::vector<float> RunCuda(const Problem& p, PlugDType dtype) {
   return result;
 }
 
-// Largest |a - b| / max(1, |b|); NaN counts as infinitely wrong.
-double MaxRelDiff(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double diff = std::fabs(double(a[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i])));
-    worst = std::isnan(diff) ? INFINITY : std::max(worst, diff);
-  }
-  return worst;
-}
-
 using Param = std::tuple<Dims, Gate>;
 
 class PlugKernelTest : public ::testing::TestWithParam<Param> {};
@@ -159,7 +137,7 @@ TEST_P(PlugKernelTest, Float32MatchesCpu) {
   if (!HaveDevice()) GTEST_SKIP() << "no CUDA device";
   const auto& [dims, gate] = GetParam();
   const Problem p = MakeProblem(dims, gate, 7);
-  EXPECT_LT(MaxRelDiff(RunCuda<float>(p, PlugDType::kFloat32), CpuReference(p)), 1e-4);
+  EXPECT_LT(MaxScaledDiff(RunCuda<float>(p, PlugDType::kFloat32), CpuReference(p)), 1e-4);
 }
 
 TEST_P(PlugKernelTest, Float16MatchesCpu) {
@@ -167,8 +145,8 @@ TEST_P(PlugKernelTest, Float16MatchesCpu) {
   const auto& [dims, gate] = GetParam();
   Problem p = MakeProblem(dims, gate, 11);
   // Compare against the reference on the same half-rounded inputs.
-  RoundToHalf(p);
-  EXPECT_LT(MaxRelDiff(RunCuda<__half>(p, PlugDType::kFloat16), CpuReference(p)), 2e-3);
+  RoundInputsToHalf(p);
+  EXPECT_LT(MaxScaledDiff(RunCuda<__half>(p, PlugDType::kFloat16), CpuReference(p)), 2e-3);
 }
 
 // N = 1, 17, 65, 100, 130, 197 are not multiples of the kernel's 64-row blocks and
