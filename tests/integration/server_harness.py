@@ -1,4 +1,5 @@
 """Runs the real gatescope-server (built in ./build) on free ports, and its client."""
+import importlib
 import pathlib
 import subprocess
 import sys
@@ -33,6 +34,20 @@ def generate_python_stubs(out_dir, *protos):
                     f"--grpc_python_out={out_dir}",
                     "--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin", *protos],
                    check=True)
+
+
+def import_api_modules(out_dir):
+    """Generates the Python modules of both APIs into out_dir and imports them: returns
+    (KServe messages, KServe grpc, gatescope.v1 messages, gatescope.v1 grpc). The generated
+    gatescope.v1 package is grafted onto the models' `gatescope` package."""
+    generate_python_stubs(out_dir, "inference/model_config.proto", "inference/grpc_service.proto",
+                          "gatescope/v1/model_config.proto", "gatescope/v1/inference.proto")
+    sys.path.insert(0, str(out_dir))
+    import gatescope
+    gatescope.__path__.append(str(pathlib.Path(out_dir) / "gatescope"))
+    return tuple(importlib.import_module(m) for m in (
+        "inference.grpc_service_pb2", "inference.grpc_service_pb2_grpc",
+        "gatescope.v1.inference_pb2", "gatescope.v1.inference_pb2_grpc"))
 
 
 def start_server(tmp_path, repo_dir, extra=()):

@@ -1,15 +1,13 @@
 """PLuG-DeiT served: predictions equal the Python model's, PLuG gate rows and rollout from
 the server (gatescope.v1 and KServe) equal the Python reference, a model without PLuG gates
 refuses them, and the client writes the gate rows."""
-import importlib
-import sys
 
 import grpc
 import numpy as np
 import pytest
 import torch
 
-from server_harness import REPO, generate_python_stubs, start_server, stop_server
+from server_harness import REPO, import_api_modules, start_server, stop_server
 from gatescope import explain as ref
 from gatescope import ops
 from gatescope.data import fashion_mnist
@@ -31,16 +29,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def stubs(server, tmp_path_factory):
-    out = tmp_path_factory.mktemp("stubs")
-    generate_python_stubs(out, "inference/model_config.proto", "inference/grpc_service.proto",
-                          "gatescope/v1/model_config.proto", "gatescope/v1/inference.proto")
-    sys.path.insert(0, str(out))
-    import gatescope
-    gatescope.__path__.append(str(out / "gatescope"))
-    kv = importlib.import_module("inference.grpc_service_pb2")
-    kv_grpc = importlib.import_module("inference.grpc_service_pb2_grpc")
-    v1 = importlib.import_module("gatescope.v1.inference_pb2")
-    v1_grpc = importlib.import_module("gatescope.v1.inference_pb2_grpc")
+    kv, kv_grpc, v1, v1_grpc = import_api_modules(tmp_path_factory.mktemp("stubs"))
     channel = grpc.insecure_channel(server.address)
     yield kv, kv_grpc.GRPCInferenceServiceStub(channel), v1, v1_grpc.InferenceStub(channel)
     channel.close()
