@@ -22,7 +22,6 @@ Usage: /usr/bin/python3 models/convert_gdla.py --ckpt best.ckpt --name pvt_gdla_
            --labels background,aorta,... --input-size 224 224 [--gate sigmoid]
 """
 import argparse
-import json
 import pathlib
 import sys
 from typing import Dict, List, Optional, Tuple
@@ -34,9 +33,8 @@ from gatescope import ops  # noqa: E402
 from gatescope.networks.pvt_seg import PvtSegmenter, SegConfig  # noqa: E402
 from gatescope.networks.pvt_v2 import VARIANTS  # noqa: E402
 from gatescope.served_segmenter import ServedSegmenter  # noqa: E402
+from export import save_model  # noqa: E402
 
-METADATA_FILE = "gatescope.json"
-TRAINING_FILE = "training.json"
 ARCHS = {"gdla": "pvt_gdla", "la": "pvt_linear_attn"}
 
 
@@ -108,13 +106,7 @@ def convert(ckpt_path, name: str, repo, labels: List[str], size: Tuple[int, int]
     meta = metadata(name, cfg, labels, size)
     record = {k: v for k, v in ckpt.items() if k != "model_state_dict"} \
         if isinstance(ckpt, dict) and "model_state_dict" in ckpt else {}
-    out_dir = pathlib.Path(repo) / name / version
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "model.pt"
-    tmp = out_dir / "model.pt.tmp"
-    torch.jit.save(scripted, str(tmp), _extra_files={
-        METADATA_FILE: json.dumps(meta), TRAINING_FILE: json.dumps(record, default=str)})
-    tmp.replace(path)
+    path = save_model(scripted, repo, name, version, meta, record)
     return path, meta, net
 
 

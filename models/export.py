@@ -106,15 +106,21 @@ def export(ckpt_path, name, repo, version="1"):
     model.set_fused(True)
     scripted = torch.jit.script(model)
     meta = metadata_for(name, cfg)
+    record = {k: v for k, v in ckpt.items() if k != "state_dict"}
+    return save_model(scripted, repo, name, version, meta, record), meta, ckpt
+
+
+def save_model(scripted, repo, name, version, meta, record) -> pathlib.Path:
+    """Writes <repo>/<name>/<version>/model.pt atomically (a complete file or none) with
+    `meta` as gatescope.json and `record` as training.json; returns its path."""
     out_dir = pathlib.Path(repo) / name / version
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "model.pt"
-    record = {k: v for k, v in ckpt.items() if k != "state_dict"}
     tmp = out_dir / "model.pt.tmp"
-    torch.jit.save(scripted, str(tmp), _extra_files={METADATA_FILE: json.dumps(meta),
-                                                     TRAINING_FILE: json.dumps(record)})
+    torch.jit.save(scripted, str(tmp), _extra_files={
+        METADATA_FILE: json.dumps(meta), TRAINING_FILE: json.dumps(record, default=str)})
     tmp.replace(path)
-    return path, meta, ckpt
+    return path
 
 
 def write_card(repo, name, meta, ckpt):

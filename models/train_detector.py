@@ -24,10 +24,10 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from gatescope.data import detection_scenes as ds  # noqa: E402
 from gatescope.detection_loss import SetCriterion, average_precision  # noqa: E402
-from gatescope.networks.deformable_detr import DeformableDETR, postprocess  # noqa: E402
+from gatescope.detection import NORM_MEAN, NORM_STD, decode  # noqa: E402
+from gatescope.networks.deformable_detr import DeformableDETR  # noqa: E402
 
 CANVAS = (128, 128)
-NORM_MEAN, NORM_STD = 0.5, 0.5
 
 
 def batch_of(scenes):
@@ -43,7 +43,8 @@ def evaluate(model, scenes, batch=16):
         for i in range(0, len(scenes), batch):
             x, b = batch_of(scenes[i:i + batch])
             out = model(x, b["mask"])
-            preds += postprocess(out["logits"], out["boxes"], b["sizes"], 0.0, 100)
+            preds += [decode(out["logits"][j], out["boxes"][j], int(hw[0]), int(hw[1]), 0.0, 100)
+                      for j, hw in enumerate(b["sizes"])]
             targets += [{"boxes": t["boxes"], "labels": t["labels"]} for t in b["targets"]]
     model.train()
     ap = average_precision(preds, targets)

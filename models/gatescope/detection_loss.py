@@ -12,7 +12,7 @@
 * average_precision(preds, targets): COCO-style AP (IoU 0.50:0.05:0.95, 101-point
   interpolated precision, greedy matching by descending score, per class then averaged over
   the classes with ground truth), AP50 and AP75. No area ranges, no crowd, all detections
-  given are used (cap them with postprocess's max_detections).
+  given are used (cap them with gatescope.detection.decode's max_detections).
 
 Targets: dicts with "labels" int64 [K] and "boxes_cxcywh" float [K, 4] normalised (the
 collate_scenes format) for the loss; "boxes" xyxy pixels and "labels" for AP.

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from gatescope.detection_loss import (SetCriterion, average_precision, linear_sum_assignment)
-from gatescope.networks.deformable_detr import DeformableDETR, postprocess
+from gatescope.detection import decode
+from gatescope.networks.deformable_detr import DeformableDETR
 
 SMALL = dict(num_classes=20, d_model=64, n_heads=8, n_points=4, enc_layers=2, dec_layers=2,
              d_ffn=128, num_queries=30)
@@ -203,14 +204,15 @@ def test_average_precision():
     assert average_precision(extra, targets)["AP"] == pytest.approx(1.0)
 
 
-def test_postprocess():
+def test_decode():
     logits = torch.full((1, 3, 4), -10.0)
     logits[0, 1, 2] = 5.0
     logits[0, 0, 3] = 1.0
     boxes = torch.tensor([[[0.5, 0.5, 0.2, 0.2], [0.25, 0.5, 0.5, 1.0], [0.1, 0.1, 0.1, 0.1]]])
-    out = postprocess(logits, boxes, torch.tensor([[100, 200]]), score_threshold=0.5,
-                      max_detections=5)[0]
+    out = decode(logits[0], boxes[0], 100, 200, score_threshold=0.5, max_detections=5)
     assert out["labels"].tolist() == [2, 3]
+    assert out["queries"].tolist() == [1, 0]
+    assert decode(logits[0], boxes[0], 100, 200, 0.5, max_detections=1)["labels"].tolist() == [2]
     assert torch.allclose(out["boxes"][0], torch.tensor([0.0, 0.0, 100.0, 100.0]))
     assert torch.allclose(out["boxes"][1], torch.tensor([80.0, 40.0, 120.0, 60.0]))
     assert out["scores"][0] > out["scores"][1]

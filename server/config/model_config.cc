@@ -27,13 +27,55 @@ void FillDefaults(ModelConfig& config) {
   }
 }
 
+absl::Status ValidateDetection(const ModelConfig& config) {
+  const v1::DetectionConfig& d = config.detection();
+  if (!config.has_detection() || d.encoder_layers() < 0 || d.decoder_layers() < 1 ||
+      d.levels() < 1 || d.points() < 1 || d.queries() < 1 || d.max_detections() < 1) {
+    return Invalid(
+        "object_detection needs detection {encoder_layers >= 0, decoder_layers, levels, "
+        "points, queries, max_detections >= 1}");
+  }
+  if (!(d.score_threshold() >= 0.f && d.score_threshold() < 1.f)) {
+    return Invalid("detection.score_threshold must be in [0, 1)");
+  }
+  if (config.layers() != d.encoder_layers() + d.decoder_layers() || config.heads() < 1) {
+    return Invalid("object_detection: layers must be encoder_layers + decoder_layers, heads >= 1");
+  }
+  if (!config.input().any_size() || !config.input().native_size()) {
+    return Invalid("object_detection needs input.any_size and input.native_size");
+  }
+  bool has_boxes = false;
+  for (const auto& o : config.outputs()) has_boxes |= (o == "boxes");
+  if (!has_boxes) return Invalid("object_detection outputs must include 'boxes'");
+  for (const auto& kind : config.maps()) {
+    if (kind != "sampling_points" && kind != "plug_gate") {
+      return Invalid(absl::StrCat(
+          "object_detection maps are 'sampling_points' and 'plug_gate', not '", kind, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateInputBounds(const InputSpec& in) {
+  if ((in.native_size() || in.min_side() != 0 || in.max_pixels() != 0) && !in.any_size()) {
+    return Invalid("input.native_size, min_side and max_pixels need input.any_size");
+  }
+  if (in.min_side() < 0 || in.max_pixels() < 0 ||
+      (in.max_pixels() > 0 && in.max_pixels() < int64_t{in.min_side()} * in.min_side())) {
+    return Invalid("input.min_side and input.max_pixels must be >= 0 and admit some image");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateModelConfig(const ModelConfig& config) {
   const bool segmentation = config.task() == kImageSegmentation;
-  if (config.task() != kImageClassification && !segmentation) {
+  const bool detection = config.task() == kObjectDetection;
+  if (config.task() != kImageClassification && !segmentation && !detection) {
     return Invalid(absl::StrCat("unsupported task '", config.task(), "' (",
-                                kImageClassification, " or ", kImageSegmentation, ")"));
+                                kImageClassification, ", ", kImageSegmentation, " or ",
+                                kObjectDetection, ")"));
   }
   const InputSpec& in = config.input();
   if (in.shape_size() != 3) return Invalid("input.shape must be [C, H, W]");
@@ -49,6 +91,7 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
     return Invalid(absl::StrCat("input.normalization must be '", kMeanStd, "' or '", kMinMax,
                                 "', not '", in.normalization(), "'"));
   }
+  GS_RETURN_IF_ERROR(ValidateInputBounds(in));
   if (in.mean_size() != channels || in.std_size() != channels) {
     return Invalid("input.mean and input.std need one value per channel");
   }
@@ -69,6 +112,7 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
       (config.token_grid_size() != 2 || config.token_grid(0) <= 0 || config.token_grid(1) <= 0)) {
     return Invalid("token_grid must be [rows, cols] with positive entries");
   }
+  if (detection) GS_RETURN_IF_ERROR(ValidateDetection(config));
   if (segmentation) {
     for (const auto& kind : config.maps()) {
       if (kind != "attention" && kind != "gate") {
@@ -81,6 +125,8 @@ absl::Status ValidateModelConfig(const ModelConfig& config) {
 }
 
 bool IsSegmentation(const ModelConfig& config) { return config.task() == kImageSegmentation; }
+
+bool IsDetection(const ModelConfig& config) { return config.task() == kObjectDetection; }
 
 bool UsesMinMax(const InputSpec& spec) { return spec.normalization() == kMinMax; }
 

@@ -14,6 +14,7 @@ using InputSpec = ::gatescope::v1::InputSpec;
 // ModelConfig.task values.
 inline constexpr char kImageClassification[] = "image_classification";
 inline constexpr char kImageSegmentation[] = "image_segmentation";
+inline constexpr char kObjectDetection[] = "object_detection";
 // InputSpec.normalization values ("" means kMeanStd).
 inline constexpr char kMeanStd[] = "mean_std";
 inline constexpr char kMinMax[] = "minmax";
@@ -24,14 +25,20 @@ inline constexpr char kMinMax[] = "minmax";
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json);
 
 // Checks a config already in memory; same rules as ParseModelConfig. Besides the shape,
-// colour and normalisation of the input: task image_classification or image_segmentation
-// (the latter with 2..256 labels and only "attention" / "gate" maps); outputs include
-// "logits". input.any_size is accepted for either task (classifiers then take pixel
-// tensors of any size too, resized like a segmentation model's).
+// colour and normalisation of the input: task image_classification, image_segmentation
+// (with 2..256 labels and only "attention" / "gate" maps) or object_detection (outputs
+// "logits" and "boxes", a complete `detection` message, any_size with native_size, maps
+// "sampling_points" / "plug_gate", layers = encoder + decoder layers); outputs include
+// "logits". input.any_size is accepted for every task (classifiers then take pixel
+// tensors of any size too, resized like a segmentation model's); native_size, min_side and
+// max_pixels need it.
 absl::Status ValidateModelConfig(const ModelConfig& config);
 
 // Task image_segmentation.
 bool IsSegmentation(const ModelConfig& config);
+// Task object_detection.
+bool IsDetection(const ModelConfig& config);
+
 // normalization "minmax".
 bool UsesMinMax(const InputSpec& spec);
 

@@ -52,7 +52,7 @@ absl::Status CheckPixelShape(const std::vector<int64_t>& shape, const InputSpec&
     return absl::InvalidArgumentError(
         absl::StrCat("tensor has ", got[0], " channels, model expects ", want[0]));
   }
-  return CheckInputSize({got[1], got[2]}, "tensor");
+  return CheckInputSize({got[1], got[2]}, spec, "tensor");
 }
 
 }  // namespace
@@ -62,7 +62,7 @@ absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& 
   if (bytes.empty()) return absl::InvalidArgumentError("image is empty");
   // Refused before decoding: OpenCV would allocate whatever the header declares.
   if (const auto declared = DeclaredImageSize(bytes)) {
-    if (absl::Status st = CheckInputSize(*declared, "image"); !st.ok()) return st;
+    if (absl::Status st = CheckInputSize(*declared, spec, "image"); !st.ok()) return st;
   }
   const bool gray = spec.color() == "gray";
   cv::Mat decoded;
@@ -79,7 +79,7 @@ absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& 
   const ImageSize model = ModelSize(spec);
   const ImageSize own{decoded.rows, decoded.cols};
   if (spec.any_size()) {
-    if (absl::Status st = CheckInputSize(own, "image"); !st.ok()) return st;
+    if (absl::Status st = CheckInputSize(own, spec, "image"); !st.ok()) return st;
   }
   const int h = static_cast<int>(model.height), w = static_cast<int>(model.width);
   cv::Mat resized = decoded;

@@ -17,8 +17,8 @@ namespace gatescope {
 
 // Decodes PNG or JPEG bytes and converts them to the spec's colour (gray or RGB). With
 // spec.any_size the image keeps its own size when decoded (checked by CheckInputSize) and
-// is resized to [H, W] by ToModelInput; otherwise OpenCV resizes it to [H, W] (area filter
-// when shrinking, bilinear when enlarging). Then normalises.
+// is resized to [H, W] by ToModelInput (kept with native_size); otherwise OpenCV resizes it
+// to [H, W] (area filter when shrinking, bilinear when enlarging). Then normalises.
 // If `output_size` is not null it receives the size dense outputs map back to: the
 // image's own with any_size, the model's [H, W] otherwise.
 // INVALID_ARGUMENT for empty, undecodable or (any_size) too small or large images.

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace gatescope {
@@ -12,13 +14,16 @@ constexpr double kMinMaxEps = 1e-6;
 
 }  // namespace
 
-absl::Status CheckInputSize(ImageSize size, const char* what) {
-  const bool sides_ok = size.height >= 1 && size.height <= kMaxInputSide && size.width >= 1 &&
-                        size.width <= kMaxInputSide;
-  if (!sides_ok || size.height * size.width > kMaxInputPixels) {
+absl::Status CheckInputSize(ImageSize size, const InputSpec& spec, const char* what) {
+  const int64_t min_side = std::max<int64_t>(1, spec.min_side());
+  const int64_t max_pixels =
+      spec.max_pixels() > 0 ? std::min(kMaxInputPixels, spec.max_pixels()) : kMaxInputPixels;
+  const bool sides_ok = size.height >= min_side && size.height <= kMaxInputSide &&
+                        size.width >= min_side && size.width <= kMaxInputSide;
+  if (!sides_ok || size.height * size.width > max_pixels) {
     return absl::InvalidArgumentError(absl::StrCat(
-        what, " of ", size.height, "x", size.width, " pixels: height and width must be in 1..",
-        kMaxInputSide, " and their product at most ", kMaxInputPixels));
+        what, " of ", size.height, "x", size.width, " pixels: height and width must be in ",
+        min_side, "..", kMaxInputSide, " and their product at most ", max_pixels));
   }
   return absl::OkStatus();
 }
@@ -49,7 +54,8 @@ at::Tensor Normalise(const at::Tensor& pixels, const InputSpec& spec) {
 }
 
 at::Tensor ToModelInput(const at::Tensor& pixels, const InputSpec& spec) {
-  const at::Tensor resized = ResizeBilinear(pixels, {spec.shape(1), spec.shape(2)});
+  const at::Tensor resized =
+      spec.native_size() ? pixels : ResizeBilinear(pixels, {spec.shape(1), spec.shape(2)});
   return Normalise(resized.contiguous(), spec);
 }
 

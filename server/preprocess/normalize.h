@@ -23,8 +23,9 @@ inline constexpr int64_t kMaxInputSide = 8192;
 inline constexpr int64_t kMaxInputPixels = int64_t{16} << 20;
 
 // INVALID_ARGUMENT (naming `what`, e.g. "image") unless both sides are in
-// 1..kMaxInputSide and their product is at most kMaxInputPixels.
-absl::Status CheckInputSize(ImageSize size, const char* what);
+// 1..kMaxInputSide (spec.min_side..kMaxInputSide when min_side is set) and their product
+// is at most kMaxInputPixels (or spec.max_pixels when set and smaller).
+absl::Status CheckInputSize(ImageSize size, const InputSpec& spec, const char* what);
 
 // `image` [C, H0, W0] float32 bilinearly resized to `size` (align_corners=False; the
 // computation of torch.nn.functional.interpolate(mode="bilinear") in float32). Returns
@@ -38,7 +39,7 @@ at::Tensor Normalise(const at::Tensor& pixels, const InputSpec& spec);
 
 // Pixels [C, H0, W0] float32 in 0..255 units -> the model input [C, H, W]: resized to the
 // spec's [H, W] when they differ (the spec must allow any_size; callers check the shape
-// otherwise), then normalised.
+// otherwise) unless spec.native_size keeps [H0, W0], then normalised.
 at::Tensor ToModelInput(const at::Tensor& pixels, const InputSpec& spec);
 
 }  // namespace gatescope

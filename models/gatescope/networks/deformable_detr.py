@@ -46,6 +46,11 @@ from torch import nn
 
 from gatescope.attention.ms_deform_attn import MSDeformAttn
 
+# (src, pos, mask_flat, spatial_shapes, level_start_index, encoder reference points,
+#  decoder target, query_pos, reference points, decoder reference points)
+ExplainState = Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
+                     torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
 
 def inverse_sigmoid(x: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
     x = x.clamp(min=0.0, max=1.0)
@@ -270,6 +275,8 @@ class DeformableDETR(nn.Module):
         self.d_model = d_model
         self.n_levels = n_levels
         self.plug = plug
+        self.enc_layers = enc_layers
+        self.dec_layers = dec_layers
         self.backbone = TinyBackbone(in_channels, backbone_widths)
         self.position_embedding = PositionEmbeddingSine(d_model // 2)
         self.transformer = DeformableTransformer(d_model, n_heads, enc_layers, dec_layers,
@@ -384,70 +391,70 @@ class DeformableDETR(nn.Module):
             tgt = layer(tgt, query_pos, ref_dec, src, shapes, start, mask_flat)
         return self._heads(tgt, reference)
 
+    def explain_begin(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None
+                      ) -> ExplainState:
+        """Starts a layer-by-layer pass: backbone, projections and decoder queries. The state
+        is opaque; run explain_step for layers 0 .. num_layers - 1 in order, then
+        explain_end."""
+        src, pos, mask_flat, shapes, start, ratios = self._prepare(x, mask)
+        ref_enc = self._encoder_reference_points(shapes, ratios)
+        query_pos, tgt, reference = self._queries(x.shape[0])
+        ref_dec = reference[:, :, None] * ratios[:, None]
+        return (src, pos, mask_flat, shapes, start, ref_enc, tgt, query_pos, reference,
+                ref_dec)
+
+    def explain_step(self, state: ExplainState, layer: int
+                     ) -> Tuple[ExplainState, Dict[str, torch.Tensor]]:
+        """Runs layer `layer` (encoder layers first, then decoder layers) and returns its
+        maps. Encoder layer (plug only): plug_gate [B, S, M, L] (S runs over the flattened
+        levels). Decoder layer: sampling_locations [B, Q, M, L, P, 2] (normalised (x, y) on
+        the padded canvas), attention_weights [B, Q, M, L, P] (after the softmax), and with
+        plug, plug_gate [B, Q, M, L]."""
+        src, pos, mask_flat, shapes, start, ref_enc, tgt, query_pos, reference, ref_dec = state
+        maps: Dict[str, torch.Tensor] = {}
+        if layer < self.enc_layers:
+            for i, enc in enumerate(self.transformer.encoder.layers):
+                if i == layer:
+                    src, enc_maps = enc.forward_with_maps(src, pos, ref_enc, shapes, start,
+                                                          mask_flat)
+                    if "plug_gate" in enc_maps:
+                        maps["plug_gate"] = enc_maps["plug_gate"]
+        else:
+            for i, dec in enumerate(self.transformer.decoder.layers):
+                if i == layer - self.enc_layers:
+                    tgt, maps = dec.forward_with_maps(tgt, query_pos, ref_dec, src, shapes,
+                                                      start, mask_flat)
+        return (src, pos, mask_flat, shapes, start, ref_enc, tgt, query_pos, reference,
+                ref_dec), maps
+
+    def explain_end(self, state: ExplainState) -> Dict[str, torch.Tensor]:
+        """The outputs of forward plus spatial_shapes [L, 2] and reference_points [B, Q, 2]
+        (normalised (x, y) in the valid image)."""
+        out = self._heads(state[6], state[8])
+        out["spatial_shapes"] = state[3]
+        out["reference_points"] = state[8]
+        return out
+
     @torch.jit.export
     def explain(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None
                 ) -> Dict[str, List[torch.Tensor]]:
-        """Maps, one list entry per layer:
-        decoder_sampling_locations [B, Q, M, L, P, 2] (normalised (x, y) on the padded canvas),
-        decoder_attention_weights [B, Q, M, L, P] (after the softmax),
-        decoder_plug_gate [B, Q, M, L] (plug only), encoder_plug_gate [B, S, M, L] (plug
-        only; S runs over the flattened levels, see spatial_shapes / level_start_index);
-        plus logits [[B, Q, C]], boxes [[B, Q, 4]], spatial_shapes [[L, 2]],
-        level_start_index [[L]], reference_points [[B, Q, 2]] (in the valid image)."""
-        src, pos, mask_flat, shapes, start, ratios = self._prepare(x, mask)
-        ref_enc = self._encoder_reference_points(shapes, ratios)
+        """The whole staged pass at once; maps one list entry per layer:
+        decoder_sampling_locations, decoder_attention_weights, decoder_plug_gate (plug only),
+        encoder_plug_gate (plug only) as explain_step describes; plus logits [[B, Q, C]],
+        boxes [[B, Q, 4]], spatial_shapes [[L, 2]], level_start_index [[L]],
+        reference_points [[B, Q, 2]] (in the valid image)."""
+        state = self.explain_begin(x, mask)
         out: Dict[str, List[torch.Tensor]] = {}
-        enc_g: List[torch.Tensor] = []
-        for layer in self.transformer.encoder.layers:
-            src, maps = layer.forward_with_maps(src, pos, ref_enc, shapes, start, mask_flat)
-            if "plug_gate" in maps:
-                enc_g.append(maps["plug_gate"])
-        query_pos, tgt, reference = self._queries(x.shape[0])
-        ref_dec = reference[:, :, None] * ratios[:, None]
-        locs: List[torch.Tensor] = []
-        weights: List[torch.Tensor] = []
-        dec_g: List[torch.Tensor] = []
-        for layer in self.transformer.decoder.layers:
-            tgt, maps = layer.forward_with_maps(tgt, query_pos, ref_dec, src, shapes, start,
-                                                mask_flat)
-            locs.append(maps["sampling_locations"])
-            weights.append(maps["attention_weights"])
-            if "plug_gate" in maps:
-                dec_g.append(maps["plug_gate"])
-        out["decoder_sampling_locations"] = locs
-        out["decoder_attention_weights"] = weights
-        if len(dec_g) > 0:
-            out["decoder_plug_gate"] = dec_g
-        if len(enc_g) > 0:
-            out["encoder_plug_gate"] = enc_g
-        heads = self._heads(tgt, reference)
-        out["logits"] = [heads["logits"]]
-        out["boxes"] = [heads["boxes"]]
-        out["spatial_shapes"] = [shapes]
-        out["level_start_index"] = [start]
-        out["reference_points"] = [reference]
+        n_layers = self.enc_layers + self.dec_layers
+        for layer in range(n_layers):
+            state, maps = self.explain_step(state, layer)
+            prefix = "encoder_" if layer < self.enc_layers else "decoder_"
+            for k, v in maps.items():
+                key = prefix + k
+                if key not in out:
+                    out[key] = []
+                out[key].append(v)
+        for k, v in self.explain_end(state).items():
+            out[k] = [v]
+        out["level_start_index"] = [state[4]]
         return out
-
-
-def postprocess(logits: torch.Tensor, boxes: torch.Tensor, sizes: torch.Tensor,
-                score_threshold: float = 0.0, max_detections: int = 100
-                ) -> List[Dict[str, torch.Tensor]]:
-    """The public PostProcess (sigmoid scores, top-k over Q * num_classes), then a score
-    threshold. sizes int64 [B, 2] (H, W) of each (unpadded) image. Returns per image
-    {"boxes": [K, 4] xyxy pixels, "scores": [K], "labels": [K]}, scores descending."""
-    b, q, c = logits.shape
-    prob = logits.sigmoid().reshape(b, q * c)
-    k = min(max_detections, q * c)
-    scores, idx = prob.topk(k, dim=1)
-    query = torch.div(idx, c, rounding_mode="floor")
-    labels = idx % c
-    xyxy = box_cxcywh_to_xyxy(boxes)
-    xyxy = torch.gather(xyxy, 1, query[:, :, None].expand(b, k, 4))
-    h, w = sizes[:, 0].to(xyxy.dtype), sizes[:, 1].to(xyxy.dtype)
-    xyxy = xyxy * torch.stack([w, h, w, h], 1)[:, None, :]
-    results: List[Dict[str, torch.Tensor]] = []
-    for i in range(b):
-        keep = scores[i] > score_threshold
-        results.append({"boxes": xyxy[i][keep], "scores": scores[i][keep],
-                        "labels": labels[i][keep]})
-    return results

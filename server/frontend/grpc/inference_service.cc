@@ -1,10 +1,12 @@
 #include "server/frontend/grpc/inference_service.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/frontend/grpc/detection_call.h"
 #include "server/frontend/grpc/explain_call.h"
 #include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/request_input.h"
@@ -62,31 +64,45 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
   absl::Status st = CheckInput(request->input_case() != PredictRequest::INPUT_NOT_SET, is_image,
                                request->image(), request->tensor());
   if (st.ok() && request->top_k() < 0) st = absl::InvalidArgumentError("top_k must be >= 0");
-  if (!st.ok()) {
-    call->Finish(st);
+  std::shared_ptr<ServedModel> model = call->model;
+  absl::StatusOr<DetectionOptions> det_options =
+      st.ok() ? RequestDetectionOptions(model->config,
+                                        request->has_score_threshold()
+                                            ? std::optional<float>(request->score_threshold())
+                                            : std::nullopt,
+                                        request->max_detections())
+              : absl::StatusOr<DetectionOptions>(st);
+  if (!det_options.ok()) {
+    call->Finish(det_options.status());
     return call->reactor;
   }
   const int top_k = request->top_k() == 0 ? kDefaultTopK : request->top_k();
-  std::shared_ptr<ServedModel> model = call->model;
   const bool segmentation = IsSegmentation(model->config);
+  const bool detection = IsDetection(model->config);
   SegmentationOptions seg_options;
   seg_options.png = request->mask_png();
   seg_options.probabilities = request->class_probabilities();
   seg_options.classes = model->config.labels_size();
-  // The size the mask maps back to: written by make_input, read by done, both on the
-  // worker thread, in that order.
+  // The size masks and boxes map back to: written by make_input, read by done, both on
+  // the worker thread, in that order.
   auto size = std::make_shared<ImageSize>();
   WorkItem item;
   item.make_input = [request, model, is_image, size] {
     return MakeInput(is_image, request->image(), request->tensor(), model->config.input(),
                      size.get());
   };
-  item.done = [call = *call, response, top_k, segmentation, seg_options,
-               size](absl::StatusOr<NamedTensors> outputs) {
+  item.done = [call = *call, response, top_k, segmentation, seg_options, detection,
+               det_options = *det_options, size](absl::StatusOr<NamedTensors> outputs) {
     absl::Status st = outputs.status();
     if (st.ok()) {
       try {
-        if (segmentation) {
+        if (detection) {
+          response->set_model_name(call.model->name);
+          response->set_model_version(call.model->version);
+          st = FillDetections(*outputs, *size, det_options, call.model->config,
+                              response->mutable_detections())
+                   .status();
+        } else if (segmentation) {
           response->set_model_name(call.model->name);
           response->set_model_version(call.model->version);
           st = FillSegmentation(*outputs, *size, seg_options, response->mutable_segmentation());
@@ -117,8 +133,17 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
   const bool is_image = request->input_case() == v1::ExplainRequest::kImage;
   absl::Status st = CheckInput(request->input_case() != v1::ExplainRequest::INPUT_NOT_SET,
                                is_image, request->image(), request->tensor());
+  if (st.ok() && !IsDetection(model->config) &&
+      (request->has_score_threshold() || request->max_detections() != 0)) {
+    st = absl::InvalidArgumentError(
+        "score_threshold and max_detections apply to detection models only");
+  }
   if (st.ok() && IsSegmentation(model->config)) {
     ExplainSegmentation(context, *call, request, response, explain_max_bytes_);
+    return call->reactor;
+  }
+  if (st.ok() && IsDetection(model->config)) {
+    ExplainDetection(context, *call, request, response, explain_max_bytes_);
     return call->reactor;
   }
   if (st.ok() && request->has_query_pixel()) {

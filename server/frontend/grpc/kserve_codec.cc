@@ -99,7 +99,7 @@ absl::StatusOr<std::vector<ExampleMaker>> SplitInferInputs(const ModelInferReque
                                 "]"));
   }
   if (any_size) {
-    if (absl::Status st = CheckInputSize({shape[2], shape[3]}, "input"); !st.ok()) {
+    if (absl::Status st = CheckInputSize({shape[2], shape[3]}, spec, "input"); !st.ok()) {
       return Invalid(std::string(st.message()));
     }
   }

@@ -54,6 +54,63 @@ TEST(ModelConfigTest, ParsesSegmentationModels) {
   EXPECT_FALSE(UsesMinMax(ParseModelConfig(kValid)->input()));
 }
 
+// The shape of gatescope.json models/export_detector.py writes.
+const char kDetection[] = R"({
+  "name": "det", "task": "object_detection", "arch": "plug_deformable_detr",
+  "input": {"shape": [1, 128, 128], "color": "gray", "scale": 0.00392156862745098,
+            "mean": [0.5], "std": [0.5], "any_size": true, "native_size": true,
+            "min_side": 32, "max_pixels": 1048576},
+  "labels": ["a", "b", "c"], "outputs": ["logits", "boxes"],
+  "maps": ["sampling_points", "plug_gate"], "required_ops": ["gatescope"],
+  "max_batch_size": 16, "layers": 4, "heads": 8,
+  "detection": {"encoder_layers": 2, "decoder_layers": 2, "levels": 4, "points": 4,
+                "queries": 50, "score_threshold": 0.3, "max_detections": 100}})";
+
+TEST(ModelConfigTest, ParsesDetectionModels) {
+  auto config = ParseModelConfig(kDetection);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(IsDetection(*config));
+  EXPECT_FALSE(IsSegmentation(*config));
+  EXPECT_TRUE(config->input().native_size());
+  EXPECT_EQ(config->input().min_side(), 32);
+  EXPECT_EQ(config->input().max_pixels(), 1048576);
+  EXPECT_EQ(config->detection().queries(), 50);
+  EXPECT_FLOAT_EQ(config->detection().score_threshold(), 0.3f);
+  EXPECT_FALSE(IsDetection(*ParseModelConfig(kValid)));
+}
+
+// kDetection with `from` replaced by `to`, which must break it with `message`.
+void ExpectDetectionRejected(const std::string& from, const std::string& to,
+                             const std::string& message) {
+  std::string json = kDetection;
+  const size_t at = json.find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  json.replace(at, from.size(), to);
+  auto config = ParseModelConfig(json);
+  ASSERT_FALSE(config.ok()) << to;
+  EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(config.status().message()).find(message), std::string::npos)
+      << config.status();
+}
+
+TEST(ModelConfigTest, RejectsIncompleteDetectionModels) {
+  ExpectDetectionRejected(R"("outputs": ["logits", "boxes"])", R"("outputs": ["logits"])",
+                          "'boxes'");
+  ExpectDetectionRejected(R"("native_size": true,)", "", "native_size");
+  ExpectDetectionRejected(R"("any_size": true,)", "", "need input.any_size");
+  ExpectDetectionRejected(R"("queries": 50)", R"("queries": 0)", "queries");
+  ExpectDetectionRejected(R"("score_threshold": 0.3)", R"("score_threshold": 1.0)",
+                          "score_threshold");
+  ExpectDetectionRejected(R"("layers": 4)", R"("layers": 3)", "encoder_layers + decoder_layers");
+  ExpectDetectionRejected(R"("plug_gate"])", R"("gate"])", "'sampling_points' and 'plug_gate'");
+  ExpectDetectionRejected(R"("max_pixels": 1048576)", R"("max_pixels": 100)", "admit");
+  ExpectDetectionRejected(
+      R"(,
+  "detection": {"encoder_layers": 2, "decoder_layers": 2, "levels": 4, "points": 4,
+                "queries": 50, "score_threshold": 0.3, "max_detections": 100})",
+      "", "needs detection");
+}
+
 TEST(ModelConfigTest, NormalizationValuesAndAnySizeForClassifiers) {
   for (const char* norm : {"", "mean_std", "minmax"}) {
     const std::string json = std::string(

@@ -1,0 +1,222 @@
+"""Detection served: detections from the server (gatescope.v1) equal the Python model's on
+held-out generated scenes and find the scenes' objects; threshold, max_detections and
+batching behave; Explain's sampling points, attention weights and PLuG gates of each
+detection equal the Python reference through the same model contract; malformed requests
+are INVALID_ARGUMENT; the client draws boxes and sampling points."""
+import concurrent.futures
+
+import grpc
+import numpy as np
+import pytest
+import torch
+
+from server_harness import REPO, import_api_modules, start_server, stop_server
+from gatescope import detection
+from gatescope.data import detection_scenes as ds
+from gatescope.data.png import encode_gray_png
+from gatescope.detection_loss import box_iou
+from gatescope.networks.deformable_detr import DeformableDETR
+from gatescope.served_detector import ServedDetector
+
+PLUG, PLAIN, CLASSIFIER = "plug_detr_scenes", "detr_scenes", "vit_fmnist"
+CKPT = {PLUG: "plug_detr_scenes.ckpt", PLAIN: "detr_scenes.ckpt"}
+N_SCENES = 20
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("repo")
+    for name in (PLUG, PLAIN, CLASSIFIER):
+        (repo / name).symlink_to(REPO / "model_repository" / name)
+    srv = start_server(tmp_path_factory.mktemp("server"), repo)
+    yield srv
+    assert stop_server(srv) == 0, srv.log()
+
+
+@pytest.fixture(scope="module")
+def stubs(server, tmp_path_factory):
+    kv, kv_grpc, v1, v1_grpc = import_api_modules(tmp_path_factory.mktemp("stubs"))
+    channel = grpc.insecure_channel(server.address)
+    yield kv, kv_grpc.GRPCInferenceServiceStub(channel), v1, v1_grpc.InferenceStub(channel)
+    channel.close()
+
+
+@pytest.fixture(scope="module")
+def scenes():
+    if not ds.mnist_available():
+        pytest.fail("MNIST is missing: run scripts/fetch_mnist.sh (scripts/test.sh does)")
+    # The training canvas sizes (padded to 128 inside the model) and larger ones (not padded).
+    return (ds.make_scenes("heldout", N_SCENES - 4, seed=1234)
+            + ds.make_scenes("heldout", 4, seed=1234, start=N_SCENES, size_range=(129, 200)))
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """The eager Python models (no fused ops, no TorchScript) from the training checkpoints."""
+    models = {}
+    for name, ckpt in CKPT.items():
+        state = torch.load(str(REPO / "models" / "checkpoints" / ckpt), map_location="cpu")
+        net = DeformableDETR(**state["config"])
+        net.load_state_dict(state["model_state_dict"])
+        models[name] = ServedDetector(net.eval())
+    return models
+
+
+def as_array(t):
+    return np.frombuffer(t.data, dtype="<f4").reshape(tuple(t.shape))
+
+
+def boxes_of(resp):
+    return np.array([[d.x1, d.y1, d.x2, d.y2] for d in resp.detections], np.float32).reshape(-1, 4)
+
+
+def assert_same_detections(got, want, threshold):
+    """Server detections `got` equal the Python ones `want`; pairs whose score lies within
+    1e-4 of the threshold may be on either side of it (float rounding)."""
+    got_by_key = {(d.query, d.label_index): d for d in got}
+    keys = list(zip(want["queries"].tolist(), want["labels"].tolist()))
+    for i, key in enumerate(keys):
+        score = float(want["scores"][i])
+        if key not in got_by_key:
+            assert score - threshold < 1e-4, (key, score)
+            continue
+        d = got_by_key[key]
+        assert abs(d.score - score) < 1e-4, key
+        np.testing.assert_allclose([d.x1, d.y1, d.x2, d.y2], want["boxes"][i].numpy(), atol=0.02)
+    for d in got:
+        assert (d.query, d.label_index) in keys or d.score - threshold < 1e-4
+    scores = [d.score for d in got]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_detections_equal_the_python_model_and_find_the_objects(stubs, scenes, reference):
+    _, _, v1, stub = stubs
+    for name in (PLUG, PLAIN):
+        found, objects = 0, 0
+        for image, gt_boxes, gt_labels in scenes:
+            resp = stub.Predict(v1.PredictRequest(model_name=name, image=encode_gray_png(image)),
+                                timeout=60)
+            want = detection.detect(reference[name], image)
+            assert_same_detections(resp.detections, want, detection.DEFAULT_SCORE_THRESHOLD)
+            for d in resp.detections:
+                assert d.label == ds.LABELS[d.label_index]
+            if len(resp.detections):
+                iou = box_iou(torch.from_numpy(gt_boxes), torch.from_numpy(boxes_of(resp)))[0]
+                labels = np.array([d.label_index for d in resp.detections])
+                hit = (iou.numpy() >= 0.5) & (gt_labels[:, None] == labels[None, :])
+                found += int(hit.any(1).sum())
+            objects += len(gt_labels)
+        # The served boxes are in the scenes' pixel coordinates: most objects are found.
+        assert found / objects >= 0.45, (name, found, objects)
+
+
+def test_threshold_max_detections_and_tensor_input(stubs, scenes, reference):
+    _, _, v1, stub = stubs
+    image = scenes[3][0]
+    resp = stub.Predict(v1.PredictRequest(model_name=PLUG, image=encode_gray_png(image),
+                                          score_threshold=0.0, max_detections=7), timeout=60)
+    want = detection.detect(reference[PLUG], image, 0.0, 7)
+    assert len(resp.detections) == 7
+    assert_same_detections(resp.detections, want, 0.0)
+    tensor = v1.Tensor(dtype=v1.Tensor.UINT8, shape=list(image.shape), data=image.tobytes())
+    same = stub.Predict(v1.PredictRequest(model_name=PLUG, tensor=tensor, score_threshold=0.0,
+                                          max_detections=7), timeout=60)
+    assert [(d.query, d.label_index) for d in same.detections] == \
+        [(d.query, d.label_index) for d in resp.detections]
+    np.testing.assert_allclose(boxes_of(same), boxes_of(resp), atol=1e-4)
+    high = stub.Predict(v1.PredictRequest(model_name=PLUG, image=encode_gray_png(image),
+                                          score_threshold=0.9), timeout=60)
+    assert all(d.score > 0.9 for d in high.detections)
+    assert len(high.detections) == int((want["scores"] > 0.9).sum())
+
+
+def test_concurrent_requests_of_one_size_batch_to_the_same_detections(stubs, scenes):
+    _, _, v1, stub = stubs
+    same_size = [s[0] for s in scenes if s[0].shape == scenes[0][0].shape][:1] * 6
+    requests = [v1.PredictRequest(model_name=PLUG, image=encode_gray_png(img)) for img in same_size]
+    alone = stub.Predict(requests[0], timeout=60)
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        together = list(pool.map(lambda r: stub.Predict(r, timeout=60), requests))
+    for resp in together:
+        assert [(d.query, d.label_index) for d in resp.detections] == \
+            [(d.query, d.label_index) for d in alone.detections]
+        np.testing.assert_allclose(boxes_of(resp), boxes_of(alone), atol=1e-3)
+
+
+def test_explain_maps_equal_the_reference(stubs, scenes, reference):
+    _, _, v1, stub = stubs
+    for name, image in ((PLUG, scenes[1][0]), (PLUG, scenes[-1][0]), (PLAIN, scenes[1][0])):
+        plug = name == PLUG
+        resp = stub.Explain(v1.ExplainRequest(model_name=name, image=encode_gray_png(image),
+                                              plug_gates=plug, max_detections=5), timeout=60)
+        want = detection.explain_detections(reference[name], image, max_detections=5)
+        assert_same_detections(resp.detections, want, detection.DEFAULT_SCORE_THRESHOLD)
+        assert len(resp.detection_maps) == len(resp.detections) >= 1
+        keys = list(zip(want["queries"].tolist(), want["labels"].tolist()))
+        for maps, d in zip(resp.detection_maps, resp.detections):
+            i = keys.index((d.query, d.label_index))
+            points = as_array(maps.sampling_points)
+            assert points.shape == (2, 8, 4, 4, 2)
+            np.testing.assert_allclose(points, want["sampling_points"][i].numpy(), atol=0.02)
+            weights = as_array(maps.attention_weights)
+            np.testing.assert_allclose(weights, want["attention_weights"][i].numpy(), atol=1e-4)
+            np.testing.assert_allclose(weights.sum((-1, -2)), 1.0, atol=1e-4)
+            if plug:
+                np.testing.assert_allclose(as_array(maps.plug_gate),
+                                           want["plug_gate"][i].numpy(), atol=1e-4)
+            else:
+                assert len(maps.plug_gate.shape) == 0
+        if plug:
+            h, w = image.shape
+            assert len(resp.encoder_plug_gates) == 2 * 4
+            for k, (got, ref) in enumerate(zip(resp.encoder_plug_gates, want["encoder_plug_gates"])):
+                stride = 8 << (k % 4)
+                assert tuple(got.shape)[:2] == (8, 4)
+                if h >= 128 and w >= 128:  # not padded: the grid covers exactly the image
+                    assert tuple(got.shape)[2:] == (-(-h // stride), -(-w // stride))
+                np.testing.assert_allclose(as_array(got), ref.numpy(), atol=1e-4)
+            # The gates vary over heads and levels: they are the model's, not constants.
+            g = as_array(resp.detection_maps[0].plug_gate)
+            assert g.std() > 1e-3
+        else:
+            assert len(resp.encoder_plug_gates) == 0
+
+
+def invalid(call, request):
+    with pytest.raises(grpc.RpcError) as err:
+        call(request, timeout=60)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()
+    return err.value.details()
+
+
+def test_malformed_requests_are_invalid_argument(stubs, scenes):
+    _, _, v1, stub = stubs
+    png = encode_gray_png(scenes[0][0])
+    for kwargs in ({"score_threshold": 1.0}, {"score_threshold": -0.1},
+                   {"score_threshold": float("nan")}, {"max_detections": -1}):
+        assert "score_threshold" in invalid(stub.Predict, v1.PredictRequest(
+            model_name=PLUG, image=png, **kwargs)) or "max_detections" in kwargs
+        invalid(stub.Explain, v1.ExplainRequest(model_name=PLUG, image=png, **kwargs))
+    small = np.zeros((16, 40), np.uint8)
+    assert "32" in invalid(stub.Predict, v1.PredictRequest(model_name=PLUG,
+                                                           image=encode_gray_png(small)))
+    big = np.zeros((1100, 1000), np.uint8)
+    assert "1048576" in invalid(stub.Predict, v1.PredictRequest(
+        model_name=PLUG, image=encode_gray_png(big)))
+    rgb = v1.Tensor(dtype=v1.Tensor.UINT8, shape=[3, 64, 64], data=bytes(3 * 64 * 64))
+    invalid(stub.Predict, v1.PredictRequest(model_name=PLUG, tensor=rgb))
+    short = v1.Tensor(dtype=v1.Tensor.UINT8, shape=[64, 64], data=bytes(100))
+    invalid(stub.Predict, v1.PredictRequest(model_name=PLUG, tensor=short))
+    invalid(stub.Predict, v1.PredictRequest(model_name=PLUG, image=b"not an image"))
+    for kwargs in ({"rollout": True}, {"gates": True}, {"attention_layers": [0]},
+                   {"query_pixel": v1.QueryPixel(y=1, x=1)}, {"heatmap_png": True}):
+        invalid(stub.Explain, v1.ExplainRequest(model_name=PLUG, image=png, **kwargs))
+    assert "PLuG" in invalid(stub.Explain, v1.ExplainRequest(model_name=PLAIN, image=png,
+                                                             plug_gates=True))
+    fmnist = encode_gray_png(np.zeros((28, 28), np.uint8))
+    invalid(stub.Predict, v1.PredictRequest(model_name=CLASSIFIER, image=fmnist,
+                                            score_threshold=0.5))
+    invalid(stub.Explain, v1.ExplainRequest(model_name=CLASSIFIER, image=fmnist,
+                                            max_detections=3))
+    # The server is still serving.
+    assert stub.Predict(v1.PredictRequest(model_name=PLUG, image=png), timeout=60).model_name == PLUG

@@ -1,0 +1,116 @@
+#include "server/explain/detection_maps.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+namespace gatescope {
+namespace {
+
+// 1 encoder + 2 decoder layers, 3 queries, 2 heads, 2 levels, 1 point.
+DetectionMapLayout Layout() {
+  DetectionMapLayout layout;
+  layout.encoder_layers = 1;
+  layout.decoder_layers = 2;
+  layout.heads = 2;
+  layout.levels = 2;
+  layout.points = 1;
+  layout.queries = 3;
+  layout.has_sampling_points = true;
+  layout.has_plug_gate = true;
+  return layout;
+}
+
+// Decoder layer `layer`'s maps; every value encodes (layer, query) so picks are checkable.
+NamedTensors DecoderMaps(int layer) {
+  at::Tensor q = at::arange(3, at::kFloat).view({3, 1, 1, 1, 1});
+  NamedTensors maps;
+  maps["sampling_locations"] = (q * 0.1f + 0.01f * layer).expand({3, 2, 2, 1, 2}).contiguous();
+  maps["attention_weights"] = at::full({3, 2, 2, 1}, 0.25f);
+  maps["plug_gate"] = (q.view({3, 1, 1}) + 10.f * layer).expand({3, 2, 2}).contiguous();
+  return maps;
+}
+
+NamedTensors EncoderMaps() {
+  NamedTensors maps;
+  maps["plug_gate_level0"] = at::ones({2, 2, 4, 5});
+  maps["plug_gate_level1"] = at::ones({2, 2, 2, 3});
+  return maps;
+}
+
+TEST(DetectionMapCollectorTest, PicksTheDetectedQueriesAndScalesToPixels) {
+  auto created = DetectionMapCollector::Create(Layout(), {/*plug_gates=*/true}, 1 << 20);
+  ASSERT_TRUE(created.ok()) << created.status();
+  DetectionMapCollector& c = **created;
+  ASSERT_TRUE(c.AddLayer(0, EncoderMaps()).ok());
+  ASSERT_TRUE(c.AddLayer(1, DecoderMaps(0)).ok());
+  ASSERT_TRUE(c.AddLayer(2, DecoderMaps(1)).ok());
+  Detection d;
+  d.query = 2;
+  auto ex = c.Finish({d}, /*height=*/50, /*width=*/100);
+  ASSERT_TRUE(ex.ok()) << ex.status();
+  ASSERT_EQ(ex->detections.size(), 1u);
+  const DetectionMapsOf& m = ex->detections[0];
+  ASSERT_EQ(m.sampling_points.sizes(), (std::vector<int64_t>{2, 2, 2, 1, 2}));
+  // Query 2, layer 1: 0.21 normalised -> x 21 px, y 10.5 px.
+  EXPECT_NEAR(m.sampling_points[1][0][0][0][0].item<float>(), 21.f, 1e-4);
+  EXPECT_NEAR(m.sampling_points[1][0][0][0][1].item<float>(), 10.5f, 1e-4);
+  EXPECT_NEAR(m.sampling_points[0][1][1][0][0].item<float>(), 20.f, 1e-4);
+  EXPECT_EQ(m.plug_gate.sizes(), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_FLOAT_EQ(m.plug_gate[0][0][0].item<float>(), 2.f);
+  EXPECT_FLOAT_EQ(m.plug_gate[1][1][1].item<float>(), 12.f);
+  EXPECT_EQ(m.attention_weights.sizes(), (std::vector<int64_t>{2, 2, 2, 1}));
+  ASSERT_EQ(ex->encoder_plug_gates.size(), 2u);
+  EXPECT_EQ(ex->encoder_plug_gates[1].sizes(), (std::vector<int64_t>{2, 2, 2, 3}));
+}
+
+TEST(DetectionMapCollectorTest, WithoutPlugGatesKeepsNone) {
+  auto created = DetectionMapCollector::Create(Layout(), {/*plug_gates=*/false}, 1 << 20);
+  ASSERT_TRUE(created.ok());
+  DetectionMapCollector& c = **created;
+  ASSERT_TRUE(c.AddLayer(0, {}).ok());  // encoder maps are not needed
+  ASSERT_TRUE(c.AddLayer(1, DecoderMaps(0)).ok());
+  ASSERT_TRUE(c.AddLayer(2, DecoderMaps(1)).ok());
+  auto ex = c.Finish({Detection{}}, 10, 10);
+  ASSERT_TRUE(ex.ok());
+  EXPECT_FALSE(ex->detections[0].plug_gate.defined());
+  EXPECT_TRUE(ex->encoder_plug_gates.empty());
+}
+
+TEST(DetectionMapCollectorTest, RefusesWhatTheModelCannotGive) {
+  DetectionMapLayout plain = Layout();
+  plain.has_plug_gate = false;
+  EXPECT_EQ(DetectionMapCollector::Create(plain, {true}, 1 << 20).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  DetectionMapLayout none = Layout();
+  none.has_sampling_points = false;
+  EXPECT_EQ(DetectionMapCollector::Create(none, {false}, 1 << 20).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(DetectionMapCollectorTest, MisshapenMissingOrTooLargeMapsFail) {
+  auto c = *DetectionMapCollector::Create(Layout(), {true}, 1 << 20);
+  ASSERT_TRUE(c->AddLayer(0, EncoderMaps()).ok());
+  NamedTensors bad = DecoderMaps(0);
+  bad["sampling_locations"] = at::zeros({3, 2, 2, 2, 2});  // 2 points, the layout says 1
+  EXPECT_EQ(c->AddLayer(1, bad).code(), absl::StatusCode::kInternal);
+
+  auto d = *DetectionMapCollector::Create(Layout(), {true}, 1 << 20);
+  EXPECT_EQ(d->AddLayer(0, {}).code(), absl::StatusCode::kInternal);  // gates missing
+  EXPECT_EQ(d->AddLayer(2, DecoderMaps(0)).code(), absl::StatusCode::kInternal);  // order
+
+  auto small = *DetectionMapCollector::Create(Layout(), {true}, 64);
+  EXPECT_EQ(small->AddLayer(0, EncoderMaps()).code(), absl::StatusCode::kResourceExhausted);
+
+  auto early = *DetectionMapCollector::Create(Layout(), {false}, 1 << 20);
+  EXPECT_EQ(early->Finish({}, 10, 10).status().code(), absl::StatusCode::kInternal);
+  Detection out_of_range;
+  out_of_range.query = 3;
+  auto full = *DetectionMapCollector::Create(Layout(), {false}, 1 << 20);
+  ASSERT_TRUE(full->AddLayer(0, {}).ok());
+  ASSERT_TRUE(full->AddLayer(1, DecoderMaps(0)).ok());
+  ASSERT_TRUE(full->AddLayer(2, DecoderMaps(1)).ok());
+  EXPECT_EQ(full->Finish({out_of_range}, 10, 10).status().code(), absl::StatusCode::kInternal);
+}
+
+}  // namespace
+}  // namespace gatescope
