@@ -2,7 +2,8 @@
 //
 //   gatescope-client predict --server ADDR --model NAME [--version V] [--top-k K]
 //       [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32]
-//       [--out DIR [--probabilities]] [--image FILE] FILE...
+//       [--out DIR [--probabilities]] [--score-threshold T] [--max-detections N]
+//       [--image FILE] FILE...
 //     (--image FILE names an input like a positional FILE, for every command.)
 //   gatescope-client models --server ADDR
 //   gatescope-client health --server ADDR [--service NAME]
@@ -33,6 +34,12 @@
 //       <p>query_attention.s<k>.npy  float32 [h_k, w_k];
 //     and prints {"file":..., "height":H0, "width":W0, "class_pixels":{"<label>":n, ...},
 //       "mask":..., "gates":..., "query_attention":..., "npy":[...]}.
+//   gatescope-client explain --server ADDR --model DETECTION_MODEL [--plug-gates]
+//       [--score-threshold T] [--max-detections N] --out DIR FILE...
+//     per input (<p> as for segmentation), see detection_output.h: <p>sampling_points.png
+//     (boxes and the last decoder layer's sampling points), <p>detection<i>.*.npy
+//     (sampling points, attention weights, PLuG gates), <p>encoder_plug_gates.png; prints
+//     {"file":..., "detections":[...], "sampling_points":..., "npy":[...]}.
 //   gatescope-client explain --server ADDR --compare MODEL1,MODEL2,... [--head-fusion ...]
 //       [--signed ...] [--discard-ratio R] [--start-layer L] --out DIR FILE...
 //     per input <stem>.compare.png: the input, then each model's rollout over it captioned
@@ -48,6 +55,10 @@
 //   "mask_raw":<p>mask_raw.png (the server's 8-bit class-index PNG) and, with
 //   --probabilities, "probabilities":<p>probabilities.npy (float32 [classes, H0, W0]);
 //   <p> is DIR/ for one input, DIR/<file name>. for several;
+// or, for detection models (--score-threshold T, --max-detections N),
+//   {"file":..., "detections":[{"label":..., "label_index":..., "score":...,
+//   "box":[x1,y1,x2,y2], "query":...}, ...]} with, when --out DIR is given,
+//   "boxes":<p>boxes.png (the boxes over the input);
 // or {"file":..., "error":{"code":"INVALID_ARGUMENT", "message":...}}; exits 2 if any failed.
 #include <grpcpp/grpcpp.h>
 
@@ -69,6 +80,7 @@
 #include <vector>
 
 #include "client/cli_args.h"
+#include "client/detection_output.h"
 #include "client/file_io.h"
 #include "client/json_writer.h"
 #include "client/npy_writer.h"
@@ -89,7 +101,8 @@ using ::gatescope::v1::Inference;
 const char kUsage[] =
     "usage: gatescope-client predict --server ADDR --model NAME [--version V] [--top-k K]\n"
     "           [--timeout-ms MS] [--raw-shape C,H,W --raw-dtype uint8|float32]\n"
-    "           [--out DIR [--probabilities]] [--image FILE] FILE...\n"
+    "           [--out DIR [--probabilities]] [--score-threshold T] [--max-detections N]\n"
+    "           [--image FILE] FILE...\n"
     "       gatescope-client models --server ADDR\n"
     "       gatescope-client health --server ADDR [--service NAME]\n"
     "       gatescope-client services --server ADDR\n"
@@ -100,6 +113,8 @@ const char kUsage[] =
     "           [--format npy|json] --out DIR FILE...\n"
     "       gatescope-client explain --server ADDR --model SEGMENTATION_MODEL [--gates]\n"
     "           [--query Y,X] --out DIR [--image FILE] FILE...\n"
+    "       gatescope-client explain --server ADDR --model DETECTION_MODEL [--plug-gates]\n"
+    "           [--score-threshold T] [--max-detections N] --out DIR [--image FILE] FILE...\n"
     "       gatescope-client explain --server ADDR --compare MODEL1,MODEL2,...\n"
     "           [--head-fusion ...] [--signed ...] [--discard-ratio R] [--start-layer L]\n"
     "           --out DIR FILE...\n";
@@ -174,9 +189,9 @@ std::string SegmentationPrefix(const Args& args, const std::string& out_dir,
   return UniqueStem(out_dir, file, used) + ".";
 }
 
-// The model's labels from GetModelMetadata; empty if they cannot be had (then class
-// indices name the classes).
-std::vector<std::string> FetchLabels(Inference::Stub& stub, const Args& args) {
+// The model's config from GetModelMetadata; empty (no labels, no task) if it cannot be
+// had (then class indices name the classes, and the request's own errors speak).
+v1::ModelConfig FetchConfig(Inference::Stub& stub, const Args& args) {
   v1::ModelMetadataRequest request;
   request.set_model_name(args.Get("model", ""));
   request.set_model_version(args.Get("version", ""));
@@ -184,7 +199,24 @@ std::vector<std::string> FetchLabels(Inference::Stub& stub, const Args& args) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   v1::ModelMetadataResponse response;
   if (!stub.GetModelMetadata(&ctx, request, &response).ok()) return {};
-  return {response.config().labels().begin(), response.config().labels().end()};
+  return response.config();
+}
+
+std::vector<std::string> FetchLabels(Inference::Stub& stub, const Args& args) {
+  const v1::ModelConfig config = FetchConfig(stub, args);
+  return {config.labels().begin(), config.labels().end()};
+}
+
+// Sets the detection fields of a Predict or Explain request from --score-threshold and
+// --max-detections (only when given: other models refuse them).
+template <typename Request>
+void SetDetectionOptions(const Args& args, Request& request) {
+  if (const std::string t = args.Get("score-threshold", ""); !t.empty()) {
+    request.set_score_threshold(std::strtof(t.c_str(), nullptr));
+  }
+  if (const std::string m = args.Get("max-detections", ""); !m.empty()) {
+    request.set_max_detections(std::atoi(m.c_str()));
+  }
 }
 
 int Predict(const Args& args) {
@@ -201,11 +233,13 @@ int Predict(const Args& args) {
   const std::string out_dir = get("out", "");
   if (!out_dir.empty() && !MakeOutDir(out_dir)) return 1;
   auto stub = Connect(args);
+  const bool detection = FetchConfig(*stub, args).task() == "object_detection";
   int failures = 0;
   std::set<std::string> used_stems;
   std::optional<std::vector<std::string>> labels;  // fetched with the first segmentation
   for (const std::string& file : args.positional) {
     v1::PredictRequest request;
+    SetDetectionOptions(args, request);
     request.set_model_name(model);
     request.set_model_version(get("version", ""));
     request.set_top_k(top_k);
@@ -237,6 +271,20 @@ int Predict(const Args& args) {
       continue;
     }
     std::string line = "{\"file\":" + JsonString(file);
+    if (detection) {
+      line += DetectionsJson(response.detections());
+      std::string why;
+      if (!out_dir.empty() &&
+          !WriteDetectionPicture(SegmentationPrefix(args, out_dir, file, used_stems),
+                                 raw_shape.empty() ? DecodeBgr(request.image()) : cv::Mat(),
+                                 response.detections(), line, why)) {
+        std::cout << ErrorLine(file, "CLIENT", why) << std::endl;
+        ++failures;
+        continue;
+      }
+      std::cout << line << "}" << std::endl;
+      continue;
+    }
     if (response.has_segmentation()) {
       if (!labels) labels = FetchLabels(*stub, args);
       line += SegmentationJson(response.segmentation(), *labels);
@@ -630,6 +678,7 @@ int Explain(const Args& args) {
   if (!MakeOutDir(out_dir)) return 1;
   if (!compare.empty()) return Compare(args, out_dir);
   auto stub = Connect(args);
+  const bool detection = FetchConfig(*stub, args).task() == "object_detection";
   int failures = 0;
   std::set<std::string> used_stems;
   std::optional<std::vector<std::string>> labels;  // fetched with the first segmentation
@@ -657,9 +706,21 @@ int Explain(const Args& args) {
       }
     }
     if (query) *req.mutable_query_pixel() = *query;
+    SetDetectionOptions(args, req);
     v1::ExplainResponse resp;
     const grpc::Status st = CallExplain(*stub, args, req, resp);
     std::string why;
+    if (st.ok() && detection) {
+      std::string line = "{\"file\":" + JsonString(file) + DetectionsJson(resp.detections());
+      if (!WriteDetectionExplainFiles(SegmentationPrefix(args, out_dir, file, used_stems), image,
+                                      resp, line, why)) {
+        std::cout << ErrorLine(file, "CLIENT", why) << std::endl;
+        ++failures;
+        continue;
+      }
+      std::cout << line << "}" << std::endl;
+      continue;
+    }
     if (st.ok() && resp.has_segmentation()) {
       if (!labels) labels = FetchLabels(*stub, args);
       std::string line = "{\"file\":" + JsonString(file) +

@@ -4,6 +4,8 @@ batching behave; Explain's sampling points, attention weights and PLuG gates of 
 detection equal the Python reference through the same model contract; malformed requests
 are INVALID_ARGUMENT; the client draws boxes and sampling points."""
 import concurrent.futures
+import json
+import pathlib
 
 import grpc
 import numpy as np
@@ -13,7 +15,7 @@ import torch
 from server_harness import REPO, import_api_modules, start_server, stop_server
 from gatescope import detection
 from gatescope.data import detection_scenes as ds
-from gatescope.data.png import encode_gray_png
+from gatescope.data.png import decode_png, encode_gray_png
 from gatescope.detection_loss import box_iou
 from gatescope.networks.deformable_detr import DeformableDETR
 from gatescope.served_detector import ServedDetector
@@ -220,3 +222,41 @@ def test_malformed_requests_are_invalid_argument(stubs, scenes):
                                             max_detections=3))
     # The server is still serving.
     assert stub.Predict(v1.PredictRequest(model_name=PLUG, image=png), timeout=60).model_name == PLUG
+
+
+def test_client_draws_boxes_and_sampling_points(server, stubs, scenes, tmp_path):
+    _, _, v1, stub = stubs
+    image = scenes[2][0]
+    path = tmp_path / "scene.png"
+    path.write_bytes(encode_gray_png(image))
+    out = tmp_path / "out"
+    res = server.client("predict", "--model", PLUG, "--out", str(out), "--max-detections", "4",
+                        str(path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    line = json.loads(res.stdout)
+    want = stub.Predict(v1.PredictRequest(model_name=PLUG, image=encode_gray_png(image),
+                                          max_detections=4), timeout=60)
+    assert [d["label"] for d in line["detections"]] == [d.label for d in want.detections]
+    np.testing.assert_allclose([d["box"] for d in line["detections"]], boxes_of(want), atol=1e-3)
+    boxes = decode_png(pathlib.Path(line["boxes"]).read_bytes())
+    scale = -(-384 // image.shape[0])
+    assert boxes.shape[:2] == (image.shape[0] * scale, image.shape[1] * scale)
+    # The picture differs from the enlarged input where boxes are drawn.
+    plain = np.repeat(np.repeat(image, scale, 0), scale, 1)
+    assert (np.abs(boxes[..., 1].astype(int) - plain) > 40).mean() > 0.005
+
+    res = server.client("explain", "--model", PLUG, "--plug-gates", "--out", str(out / "ex"),
+                        str(path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    line = json.loads(res.stdout)
+    ex = stub.Explain(v1.ExplainRequest(model_name=PLUG, image=encode_gray_png(image),
+                                        plug_gates=True), timeout=60)
+    assert len(line["detections"]) == len(ex.detections) >= 1
+    assert decode_png(pathlib.Path(line["sampling_points"]).read_bytes()).shape[0] == \
+        image.shape[0] * scale
+    assert decode_png(pathlib.Path(line["encoder_plug_gates"]).read_bytes()).shape[0] > 112
+    points = np.load(out / "ex" / "detection0.sampling_points.npy")
+    np.testing.assert_allclose(points, as_array(ex.detection_maps[0].sampling_points))
+    gate = np.load(out / "ex" / "detection0.plug_gate.npy")
+    np.testing.assert_allclose(gate, as_array(ex.detection_maps[0].plug_gate))
+    assert len([p for p in line["npy"] if "encoder_plug_gate." in p]) == 8

@@ -1,0 +1,180 @@
+#include "client/detection_output.h"
+
+#include <cstring>
+#include <vector>
+
+#include "client/detection_view.h"
+#include "client/file_io.h"
+#include "client/json_writer.h"
+#include "client/npy_writer.h"
+#include "client/panel.h"
+
+namespace gatescope::client {
+namespace {
+
+using ::gatescope::v1::Detection;
+using ::gatescope::v1::Tensor;
+using Detections = google::protobuf::RepeatedPtrField<Detection>;
+
+std::vector<int64_t> ShapeOf(const Tensor& t) { return {t.shape().begin(), t.shape().end()}; }
+
+// True if `t` is FLOAT32 of rank `rank` with positive dims holding exactly its bytes.
+bool WellFormed(const Tensor& t, int rank) {
+  if (t.dtype() != Tensor::FLOAT32 || t.shape_size() != rank) return false;
+  const int64_t n = NpyElements(ShapeOf(t));
+  return n > 0 && n < (int64_t{1} << 28) && static_cast<uint64_t>(n) * 4 == t.data().size();
+}
+
+const float* Floats(const Tensor& t) { return reinterpret_cast<const float*>(t.data().data()); }
+
+std::vector<DrawnBox> BoxesOf(const Detections& detections) {
+  std::vector<DrawnBox> boxes;
+  for (const Detection& d : detections) {
+    char score[16];
+    std::snprintf(score, sizeof(score), "%.2f", d.score());
+    boxes.push_back({d.x1(), d.y1(), d.x2(), d.y2(), d.label_index(), d.label() + " " + score});
+  }
+  return boxes;
+}
+
+bool Write(const std::string& path, const Tensor& t, std::vector<std::string>& npy,
+           std::string& why) {
+  if (!WriteNpy(path, ShapeOf(t), t.data())) {
+    why = "cannot write " + path;
+    return false;
+  }
+  npy.push_back(path);
+  return true;
+}
+
+// The encoder gate panel: the input, then each (layer, level) map averaged over heads and
+// sampled levels. Writes the .npy files too.
+bool WriteEncoderGates(const std::string& prefix, const cv::Mat& image,
+                       const ::gatescope::v1::ExplainResponse& resp, std::string& json,
+                       std::vector<std::string>& npy, std::string& why) {
+  const int levels = resp.detection_maps_size() > 0 &&
+                             resp.detection_maps(0).plug_gate().shape_size() == 3
+                         ? static_cast<int>(resp.detection_maps(0).plug_gate().shape(2))
+                         : 0;
+  if (levels <= 0 || resp.encoder_plug_gates_size() % levels != 0) {
+    why = "encoder_plug_gates do not come in whole layers of levels";
+    return false;
+  }
+  const cv::Size tile = TileSize(image.size(), 112, 256);
+  std::vector<cv::Mat> tiles = {InputTile(image, tile)};
+  std::vector<std::string> captions = {"input"};
+  for (int i = 0; i < resp.encoder_plug_gates_size(); ++i) {
+    const Tensor& g = resp.encoder_plug_gates(i);
+    if (!WellFormed(g, 4)) {
+      why = "malformed encoder_plug_gates in the response";
+      return false;
+    }
+    const std::string name = "e" + std::to_string(i / levels) + ".k" + std::to_string(i % levels);
+    if (!Write(prefix + "encoder_plug_gate." + name + ".npy", g, npy, why)) return false;
+    const cv::Mat mean = HeadMean(Floats(g), static_cast<int>(g.shape(0) * g.shape(1)),
+                                  static_cast<int>(g.shape(2)), static_cast<int>(g.shape(3)));
+    tiles.push_back(OverlayTile(image, mean, tile));
+    captions.push_back("gate " + name + " (" + std::to_string(g.shape(2)) + "x" +
+                       std::to_string(g.shape(3)) + ")");
+  }
+  const std::string path = prefix + "encoder_plug_gates.png";
+  if (!WritePng(path, ComposePanel(tiles, captions))) {
+    why = "cannot render or write " + path;
+    return false;
+  }
+  json += ",\"encoder_plug_gates\":" + JsonString(path);
+  return true;
+}
+
+}  // namespace
+
+std::string DetectionsJson(const Detections& detections) {
+  std::string out = ",\"detections\":[";
+  for (int i = 0; i < detections.size(); ++i) {
+    const Detection& d = detections.Get(i);
+    out += (i ? "," : "") + std::string("{\"label\":") + JsonString(d.label()) +
+           ",\"label_index\":" + std::to_string(d.label_index()) +
+           ",\"score\":" + JsonNumber(d.score()) + ",\"box\":[" + JsonNumber(d.x1()) + "," +
+           JsonNumber(d.y1()) + "," + JsonNumber(d.x2()) + "," + JsonNumber(d.y2()) +
+           "],\"query\":" + std::to_string(d.query()) + "}";
+  }
+  return out + "]";
+}
+
+bool WriteDetectionPicture(const std::string& prefix, const cv::Mat& image,
+                           const Detections& detections, std::string& json, std::string& why) {
+  if (image.empty()) {
+    why = "boxes.png needs an encoded image input";
+    return false;
+  }
+  const std::string path = prefix + "boxes.png";
+  if (!WritePng(path, DetectionPicture(image, BoxesOf(detections)))) {
+    why = "cannot render or write " + path;
+    return false;
+  }
+  json += ",\"boxes\":" + JsonString(path);
+  return true;
+}
+
+bool WriteDetectionExplainFiles(const std::string& prefix, const cv::Mat& image,
+                                const ::gatescope::v1::ExplainResponse& resp, std::string& json,
+                                std::string& why) {
+  if (resp.detection_maps_size() != resp.detections_size()) {
+    why = "the response has maps for " + std::to_string(resp.detection_maps_size()) + " of " +
+          std::to_string(resp.detections_size()) + " detections";
+    return false;
+  }
+  std::vector<std::string> npy;
+  std::vector<DrawnPoints> points;
+  for (int i = 0; i < resp.detection_maps_size(); ++i) {
+    const auto& maps = resp.detection_maps(i);
+    const Tensor& loc = maps.sampling_points();
+    const Tensor& w = maps.attention_weights();
+    if (!WellFormed(loc, 5) || !WellFormed(w, 4) || loc.shape(4) != 2 ||
+        NpyElements(ShapeOf(loc)) != 2 * NpyElements(ShapeOf(w))) {
+      why = "malformed detection maps in the response";
+      return false;
+    }
+    const std::string stem = prefix + "detection" + std::to_string(i);
+    if (!Write(stem + ".sampling_points.npy", loc, npy, why) ||
+        !Write(stem + ".attention_weights.npy", w, npy, why)) {
+      return false;
+    }
+    if (maps.has_plug_gate()) {
+      if (!WellFormed(maps.plug_gate(), 3) ||
+          !Write(stem + ".plug_gate.npy", maps.plug_gate(), npy, why)) {
+        if (why.empty()) why = "malformed plug_gate in the response";
+        return false;
+      }
+    }
+    // The last decoder layer's points: its slice of every head, level and point.
+    const int64_t per_layer = NpyElements(ShapeOf(w)) / w.shape(0);
+    const float* xy = Floats(loc) + (w.shape(0) - 1) * per_layer * 2;
+    const float* weights = Floats(w) + (w.shape(0) - 1) * per_layer;
+    DrawnPoints p;
+    p.label = resp.detections(i).label_index();
+    for (int64_t j = 0; j < per_layer; ++j) {
+      p.points.emplace_back(xy[2 * j], xy[2 * j + 1]);
+      p.weights.push_back(weights[j]);
+    }
+    points.push_back(std::move(p));
+  }
+  const std::string path = prefix + "sampling_points.png";
+  if (!image.empty()) {
+    if (!WritePng(path, DetectionPicture(image, BoxesOf(resp.detections()), points))) {
+      why = "cannot render or write " + path;
+      return false;
+    }
+    json += ",\"sampling_points\":" + JsonString(path);
+  }
+  if (resp.encoder_plug_gates_size() > 0 && !image.empty() &&
+      !WriteEncoderGates(prefix, image, resp, json, npy, why)) {
+    return false;
+  }
+  json += ",\"npy\":[";
+  for (size_t i = 0; i < npy.size(); ++i) json += (i ? "," : "") + JsonString(npy[i]);
+  json += "]";
+  return true;
+}
+
+}  // namespace gatescope::client

@@ -1,0 +1,42 @@
+// What gatescope-client writes for detection models: the detections as JSON, the boxes
+// over the input, and an explanation's sampling points, attention weights and PLuG gates
+// as a picture and .npy files. Uses the gatescope.v1 messages, no channel.
+#pragma once
+
+#include <string>
+
+#include <opencv2/core.hpp>
+
+#include "gatescope/v1/inference.pb.h"
+
+namespace gatescope::client {
+
+// A JSON object member, after a comma: "detections":[{"label":..., "label_index":...,
+// "score":..., "box":[x1, y1, x2, y2], "query":...}, ...] in the response's order.
+std::string DetectionsJson(
+    const google::protobuf::RepeatedPtrField<::gatescope::v1::Detection>& detections);
+
+// Predict output `prefix` + "boxes.png": DetectionPicture of the boxes (captions
+// "<label> <score>") over `image`. Appends ,"boxes":"<path>" to `json`. False with `why`
+// if `image` is empty (raw tensor inputs) or the write fails.
+bool WriteDetectionPicture(
+    const std::string& prefix, const cv::Mat& image,
+    const google::protobuf::RepeatedPtrField<::gatescope::v1::Detection>& detections,
+    std::string& json, std::string& why);
+
+// Explain outputs, at paths `prefix` + name:
+//   sampling_points.png   the boxes and, per detection, the last decoder layer's sampling
+//                         points of every head and level (dot size ~ attention weight);
+//   detection<i>.sampling_points.npy    float32 [Ld, M, L, P, 2] (x, y) pixels;
+//   detection<i>.attention_weights.npy  float32 [Ld, M, L, P];
+//   detection<i>.plug_gate.npy          float32 [Ld, M, L] (with plug gates);
+//   encoder_plug_gates.png  (with plug gates) the input, then per encoder layer e and
+//                           level k the gate map (mean over heads and sampled levels);
+//   encoder_plug_gate.e<e>.k<k>.npy     float32 [M, L, h_k, w_k].
+// JSON members appended to `json`: "sampling_points", "encoder_plug_gates", "npy": [...].
+// False with `why` if the response is malformed or a write fails.
+bool WriteDetectionExplainFiles(const std::string& prefix, const cv::Mat& image,
+                                const ::gatescope::v1::ExplainResponse& resp, std::string& json,
+                                std::string& why);
+
+}  // namespace gatescope::client
