@@ -260,3 +260,52 @@ def test_client_draws_boxes_and_sampling_points(server, stubs, scenes, tmp_path)
     gate = np.load(out / "ex" / "detection0.plug_gate.npy")
     np.testing.assert_allclose(gate, as_array(ex.detection_maps[0].plug_gate))
     assert len([p for p in line["npy"] if "encoder_plug_gate." in p]) == 8
+
+
+def test_kserve_returns_the_same_detections(stubs, scenes):
+    kv, kstub, v1, stub = stubs
+    same = [s[0] for s in scenes if s[0].shape == scenes[0][0].shape][:2]
+    if len(same) < 2:
+        same = [scenes[0][0], scenes[0][0][:, ::-1].copy()]
+    h, w = same[0].shape
+    req = kv.ModelInferRequest(model_name=PLUG)
+    req.inputs.add(name="input", datatype="UINT8", shape=[2, 1, h, w])
+    req.raw_input_contents.append(np.stack(same).tobytes())
+    req.parameters["score_threshold"].double_param = 0.2
+    req.parameters["max_detections"].int64_param = 6
+    for name in ("detection_boxes", "detection_scores", "detection_classes", "num_detections"):
+        req.outputs.add(name=name)
+    resp = kstub.ModelInfer(req, timeout=60)
+    out = {o.name: (o, raw) for o, raw in zip(resp.outputs, resp.raw_output_contents)}
+    assert list(out["detection_boxes"][0].shape) == [2, 6, 4]
+    assert out["detection_classes"][0].datatype == "INT64"
+    boxes = np.frombuffer(out["detection_boxes"][1], "<f4").reshape(2, 6, 4)
+    scores = np.frombuffer(out["detection_scores"][1], "<f4").reshape(2, 6)
+    classes = np.frombuffer(out["detection_classes"][1], "<i8").reshape(2, 6)
+    counts = np.frombuffer(out["num_detections"][1], "<i8")
+    for i, image in enumerate(same):
+        want = stub.Predict(v1.PredictRequest(model_name=PLUG, image=encode_gray_png(image),
+                                              score_threshold=0.2, max_detections=6), timeout=60)
+        n = len(want.detections)
+        assert counts[i] == n
+        assert classes[i, :n].tolist() == [d.label_index for d in want.detections]
+        np.testing.assert_allclose(boxes[i, :n], boxes_of(want), atol=1e-3)
+        np.testing.assert_allclose(scores[i, :n], [d.score for d in want.detections], atol=1e-5)
+        assert (classes[i, n:] == -1).all() and (scores[i, n:] == 0).all()
+    meta = kstub.ModelMetadata(kv.ModelMetadataRequest(name=PLUG), timeout=10)
+    declared = {o.name: list(o.shape) for o in meta.outputs}
+    assert declared["boxes"] == [-1, 50, 4] and declared["logits"] == [-1, 50, 20]
+    assert declared["detection_boxes"] == [-1, -1, 4] and declared["num_detections"] == [-1]
+    for params, model in (({"explain": "plug_gates"}, PLUG), ({"max_detections": 3}, CLASSIFIER)):
+        bad = kv.ModelInferRequest(model_name=model)
+        size = (h, w) if model == PLUG else (28, 28)
+        bad.inputs.add(name="input", datatype="UINT8", shape=[1, 1, *size])
+        bad.raw_input_contents.append(bytes(size[0] * size[1]))
+        for k, v in params.items():
+            if isinstance(v, str):
+                bad.parameters[k].string_param = v
+            else:
+                bad.parameters[k].int64_param = v
+        with pytest.raises(grpc.RpcError) as err:
+            kstub.ModelInfer(bad, timeout=60)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, err.value.details()

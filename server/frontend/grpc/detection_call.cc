@@ -74,7 +74,7 @@ void FillMaps(const DetectionExplanation& ex, ExplainResponse* response) {
 
 absl::StatusOr<DetectionOptions> RequestDetectionOptions(const ModelConfig& config,
                                                          std::optional<float> score_threshold,
-                                                         int32_t max_detections) {
+                                                         int64_t max_detections) {
   if (!IsDetection(config)) {
     if (score_threshold.has_value() || max_detections != 0) {
       return absl::InvalidArgumentError(

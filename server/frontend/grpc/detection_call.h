@@ -22,7 +22,7 @@ namespace gatescope {
 // either field; for such models the result is unused.
 absl::StatusOr<DetectionOptions> RequestDetectionOptions(const ModelConfig& config,
                                                          std::optional<float> score_threshold,
-                                                         int32_t max_detections);
+                                                         int64_t max_detections);
 
 // Decodes one example's outputs ("logits" [Q, C], "boxes" [Q, 4]) for an input of `size`
 // and appends them to `out` with the config's labels. Returns the detections. INTERNAL

@@ -10,9 +10,9 @@
 #include "absl/strings/ascii.h"
 #include "server/frontend/grpc/explain_call.h"
 #include "server/frontend/grpc/kserve_codec.h"
+#include "server/frontend/grpc/kserve_outputs.h"
 #include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/status_mapping.h"
-#include "server/postprocess/segmentation.h"
 
 namespace gatescope {
 namespace {
@@ -20,8 +20,6 @@ namespace {
 namespace kv = ::inference;
 constexpr char kInputName[] = "input";
 constexpr char kPlatform[] = "pytorch_libtorch";
-// Segmentation models' extra output: UINT8 [B, H0, W0] class indices at the input's size.
-constexpr char kMaskOutput[] = "mask";
 
 grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, const absl::Status& st) {
   auto* reactor = ctx->DefaultReactor();
@@ -101,39 +99,11 @@ absl::StatusOr<std::optional<ExplainOptions>> ParseExplainParameters(
   return std::optional<ExplainOptions>(std::move(o));
 }
 
-// Per-example shape of a forward output: [classes] for "logits" ([classes, H, W] for
-// segmentation models), [layers] for the per-layer statistics ("gate_mean",
-// "vigilance_mean").
-std::vector<int64_t> OutputShape(const ModelConfig& config, const std::string& name) {
-  if (name != "logits") return {config.layers()};
-  if (!IsSegmentation(config)) return {config.labels_size()};
-  return {config.labels_size(), config.input().shape(1), config.input().shape(2)};
-}
-
 // Per-example input shape [C, H, W]; -1 for H and W of models taking any size.
 std::vector<int64_t> InputShape(const ModelConfig& config) {
   std::vector<int64_t> shape(config.input().shape().begin(), config.input().shape().end());
   if (config.input().any_size()) shape[1] = shape[2] = -1;
   return shape;
-}
-
-// Per-example shape of the mask output of a segmentation model ([-1, -1]: the input's
-// size with any_size).
-std::vector<int64_t> MaskShape(const ModelConfig& config) {
-  if (config.input().any_size()) return {-1, -1};
-  return {config.input().shape(1), config.input().shape(2)};
-}
-
-// Adds "mask" (uint8 [H0, W0]) to a segmentation example's outputs from its "logits".
-absl::Status AddMask(ImageSize size, int64_t classes, NamedTensors& outputs) {
-  auto logits = outputs.find("logits");
-  if (logits == outputs.end()) return absl::InternalError("model returned no 'logits'");
-  SegmentationOptions options;
-  options.classes = classes;
-  auto seg = SegmentLogits(logits->second, size.height, size.width, options);
-  if (!seg.ok()) return seg.status();
-  outputs.insert_or_assign(kMaskOutput, seg->mask);
-  return absl::OkStatus();
 }
 
 void FromHistogram(kv::StatisticDuration* d, prometheus::Histogram* h) {
@@ -272,19 +242,12 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
   in->set_datatype("FP32");
   in->add_shape(-1);
   for (int64_t d : InputShape(model.config)) in->add_shape(d);
-  for (const auto& name : model.config.outputs()) {
+  for (const DeclaredOutput& declared : DeclaredOutputs(model.config)) {
     auto* out = response->add_outputs();
-    out->set_name(name);
-    out->set_datatype("FP32");
+    out->set_name(declared.name);
+    out->set_datatype(declared.datatype);
     out->add_shape(-1);
-    for (int64_t d : OutputShape(model.config, name)) out->add_shape(d);
-  }
-  if (IsSegmentation(model.config)) {
-    auto* out = response->add_outputs();
-    out->set_name(kMaskOutput);
-    out->set_datatype("UINT8");
-    out->add_shape(-1);
-    for (int64_t d : MaskShape(model.config)) out->add_shape(d);
+    for (int64_t d : declared.shape) out->add_shape(d);
   }
   return Done(ctx, absl::OkStatus());
 }
@@ -303,12 +266,14 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
   };
   auto explain = ParseExplainParameters(request->parameters());
   if (!explain.ok()) return fail(explain.status());
-  const bool segmentation = IsSegmentation(model->config);
-  if (segmentation && explain->has_value()) {
+  const bool postprocessed = IsSegmentation(model->config) || IsDetection(model->config);
+  if (postprocessed && explain->has_value()) {
     return fail(absl::InvalidArgumentError(
-        "KServe explain parameters are not available for segmentation models (use "
-        "gatescope.v1 Explain with gates / query_pixel)"));
+        "KServe explain parameters are not available for segmentation and detection models "
+        "(use gatescope.v1 Explain)"));
   }
+  auto det_options = DetectionParameters(model->config, request->parameters());
+  if (!det_options.ok()) return fail(det_options.status());
   // An explanation's outputs are "logits" and the explanation tensors (no statistics).
   for (const auto& o : request->outputs()) {
     bool known = false;
@@ -316,7 +281,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
       known = o.name() == "logits" || IsExplanationOutput(o.name());
     } else {
       for (const auto& name : model->config.outputs()) known |= (name == o.name());
-      known |= segmentation && o.name() == kMaskOutput;
+      known |= IsPostprocessedOutput(model->config, o.name());
     }
     if (!known) {
       return fail(
@@ -356,17 +321,17 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
   auto call = std::make_shared<InferCall>(*begun, request, response, makers->size());
   for (size_t i = 0; i < makers->size(); ++i) {
     WorkItem item;
-    // The example's mask size: written by make_input, read by done (worker thread, in order).
+    // The example's size: written by make_input, read by done (worker thread, in order).
     auto size = std::make_shared<ImageSize>();
     item.make_input = [make = std::move((*makers)[i]), size] { return make(size.get()); };
-    if (segmentation) {
-      item.done = [call, i, size, classes = model->config.labels_size()](
-                      absl::StatusOr<NamedTensors> r) {
+    if (postprocessed) {
+      item.done = [call, i, size, model, options = *det_options](absl::StatusOr<NamedTensors> r) {
         if (r.ok()) {
           try {
-            if (absl::Status st = AddMask(*size, classes, *r); !st.ok()) r = st;
+            absl::Status st = AddPostprocessedOutputs(model->config, *size, options, *r);
+            if (!st.ok()) r = st;
           } catch (const std::exception& e) {
-            r = absl::InternalError(absl::StrCat("segmentation failed: ", e.what()));
+            r = absl::InternalError(absl::StrCat("postprocessing failed: ", e.what()));
           }
         }
         call->Complete(i, std::move(r));
@@ -418,17 +383,11 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
   in->set_data_type(kv::TYPE_FP32);
   in->set_format(kv::ModelInput::FORMAT_NCHW);
   for (int64_t d : InputShape(model.config)) in->add_dims(d);
-  for (const auto& name : model.config.outputs()) {
+  for (const DeclaredOutput& declared : DeclaredOutputs(model.config)) {
     auto* out = c->add_output();
-    out->set_name(name);
-    out->set_data_type(kv::TYPE_FP32);
-    for (int64_t d : OutputShape(model.config, name)) out->add_dims(d);
-  }
-  if (IsSegmentation(model.config)) {
-    auto* out = c->add_output();
-    out->set_name(kMaskOutput);
-    out->set_data_type(kv::TYPE_UINT8);
-    for (int64_t d : MaskShape(model.config)) out->add_dims(d);
+    out->set_name(declared.name);
+    out->set_data_type(declared.type);
+    for (int64_t d : declared.shape) out->add_dims(d);
   }
   auto* group = c->add_instance_group();
   group->set_name(model.name);
