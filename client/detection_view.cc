@@ -27,7 +27,9 @@ cv::Mat DetectionPicture(const cv::Mat& image, const std::vector<DrawnBox>& boxe
   cv::Mat out;
   cv::resize(bgr, out, bgr.size() * scale, 0, 0, cv::INTER_NEAREST);
   const float s = static_cast<float>(scale);
-  for (const DrawnPoints& p : points) {
+  // Last first, so that the first (highest-scoring) detection ends on top.
+  for (auto it = points.rbegin(); it != points.rend(); ++it) {
+    const DrawnPoints& p = *it;
     const cv::Vec3b c = ClassColor(p.label + 1);
     float top = 0.f;
     for (float w : p.weights) top = std::max(top, w);
@@ -40,7 +42,8 @@ cv::Mat DetectionPicture(const cv::Mat& image, const std::vector<DrawnBox>& boxe
       cv::circle(out, centre, radius, cv::Scalar(255, 255, 255), 1, cv::LINE_AA);
     }
   }
-  for (const DrawnBox& b : boxes) {
+  for (auto it = boxes.rbegin(); it != boxes.rend(); ++it) {
+    const DrawnBox& b = *it;
     const cv::Vec3b c = ClassColor(b.label + 1);
     const cv::Scalar colour(c[0], c[1], c[2]);
     const cv::Point p1(static_cast<int>(std::lround(b.x1 * s)),

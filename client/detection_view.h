@@ -31,8 +31,9 @@ int DetectionScale(cv::Size input, int min_height = 384);
 // `image` (8-bit BGR or grayscale) enlarged by DetectionScale (nearest neighbour), each
 // box drawn in ClassColor(label + 1) with its caption above it (inside the picture), and
 // each detection's points as filled dots in its colour, radius growing with the weight
-// (weights are relative to the largest of that detection). Points and boxes outside the
-// picture are clipped by the drawing.
+// (weights are relative to the largest of that detection). Detections are drawn last to
+// first, so the first (the highest-scoring, in a response's order) ends on top. Points and
+// boxes outside the picture are clipped by the drawing.
 cv::Mat DetectionPicture(const cv::Mat& image, const std::vector<DrawnBox>& boxes,
                          const std::vector<DrawnPoints>& points = {});
 

@@ -15,23 +15,9 @@ using ::gatescope::v1::ExplainResponse;
 
 // The other tasks' explain options, which a detection model cannot serve.
 absl::Status CheckDetectionRequest(const ExplainRequest& r) {
-  const char* what = nullptr;
-  const auto& ro = r.rollout_options();
-  const bool rollout_options = !ro.head_fusion().empty() || !ro.signed_maps().empty() ||
-                               ro.discard_ratio() != 0 || ro.start_layer() != 0;
-  if (r.rollout() || rollout_options) {
-    what = "rollout";
-  } else if (r.attention_layers_size() || r.attention_heads_size() || r.attention_queries_size()) {
-    what = "attention_layers / attention_heads / attention_queries";
-  } else if (r.resonance()) {
-    what = "resonance";
-  } else if (r.gates()) {
-    what = "gates";
-  } else if (r.heatmap_png()) {
-    what = "heatmap_png";
-  } else if (r.has_query_pixel()) {
-    what = "query_pixel";
-  }
+  const char* what = ClassifierExplainOption(r);
+  if (what == nullptr && r.gates()) what = "gates";
+  if (what == nullptr && r.has_query_pixel()) what = "query_pixel";
   if (what != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " is not available for detection models (sampling points are always returned; "

@@ -18,6 +18,12 @@ namespace gatescope {
 absl::Status CheckInput(bool has_input, bool is_image, const std::string& image,
                         const ::gatescope::v1::Tensor& tensor);
 
+// The first classifier-only explain option `r` sets (rollout or non-default
+// rollout_options, attention_layers / attention_heads / attention_queries, resonance,
+// heatmap_png), as the name to report, or nullptr: the options segmentation and detection
+// models refuse.
+const char* ClassifierExplainOption(const ::gatescope::v1::ExplainRequest& r);
+
 // Builds the model input from the encoded image (is_image) or the pixel tensor; see
 // DecodeImage / PixelsToTensor, including `output_size`. CPU-bound: call it on the worker.
 absl::StatusOr<at::Tensor> MakeInput(bool is_image, const std::string& image,

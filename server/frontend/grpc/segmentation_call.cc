@@ -14,21 +14,8 @@ using ::gatescope::v1::ExplainResponse;
 
 // The classifiers' explain options, which a segmentation model cannot serve.
 absl::Status CheckSegmentationRequest(const ExplainRequest& r) {
-  const char* what = nullptr;
-  const auto& ro = r.rollout_options();
-  const bool rollout_options = !ro.head_fusion().empty() || !ro.signed_maps().empty() ||
-                               ro.discard_ratio() != 0 || ro.start_layer() != 0;
-  if (r.rollout() || rollout_options) {
-    what = "rollout";
-  } else if (r.attention_layers_size() || r.attention_heads_size() || r.attention_queries_size()) {
-    what = "attention_layers / attention_heads / attention_queries";
-  } else if (r.resonance()) {
-    what = "resonance";
-  } else if (r.plug_gates()) {
-    what = "plug_gates";
-  } else if (r.heatmap_png()) {
-    what = "heatmap_png";
-  }
+  const char* what = ClassifierExplainOption(r);
+  if (what == nullptr && r.plug_gates()) what = "plug_gates";
   if (what != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " is not available for segmentation models (ask for gates and/or query_pixel)"));
