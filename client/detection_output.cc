@@ -52,10 +52,9 @@ bool Write(const std::string& path, const Tensor& t, std::vector<std::string>& n
 bool WriteEncoderGates(const std::string& prefix, const cv::Mat& image,
                        const ::gatescope::v1::ExplainResponse& resp, std::string& json,
                        std::vector<std::string>& npy, std::string& why) {
-  const int levels = resp.detection_maps_size() > 0 &&
-                             resp.detection_maps(0).plug_gate().shape_size() == 3
-                         ? static_cast<int>(resp.detection_maps(0).plug_gate().shape(2))
-                         : 0;
+  // Each map is [M, L, h, w] and the maps come level by level: L per encoder layer.
+  const Tensor& first = resp.encoder_plug_gates(0);
+  const int levels = first.shape_size() == 4 ? static_cast<int>(first.shape(1)) : 0;
   if (levels <= 0 || resp.encoder_plug_gates_size() % levels != 0) {
     why = "encoder_plug_gates do not come in whole layers of levels";
     return false;

@@ -208,15 +208,29 @@ std::vector<std::string> FetchLabels(Inference::Stub& stub, const Args& args) {
 }
 
 // Sets the detection fields of a Predict or Explain request from --score-threshold and
-// --max-detections (only when given: other models refuse them).
+// --max-detections (only when given: other models refuse them). False, with a message on
+// stderr, when a value is not a number (range checks are the server's).
 template <typename Request>
-void SetDetectionOptions(const Args& args, Request& request) {
+bool SetDetectionOptions(const Args& args, Request& request) {
   if (const std::string t = args.Get("score-threshold", ""); !t.empty()) {
-    request.set_score_threshold(std::strtof(t.c_str(), nullptr));
+    char* end = nullptr;
+    const float v = std::strtof(t.c_str(), &end);
+    if (end == t.c_str() || *end != '\0') {
+      std::cerr << "--score-threshold wants a number, got '" << t << "'\n";
+      return false;
+    }
+    request.set_score_threshold(v);
   }
   if (const std::string m = args.Get("max-detections", ""); !m.empty()) {
-    request.set_max_detections(std::atoi(m.c_str()));
+    char* end = nullptr;
+    const long v = std::strtol(m.c_str(), &end, 10);
+    if (end == m.c_str() || *end != '\0' || v < INT32_MIN || v > INT32_MAX) {
+      std::cerr << "--max-detections wants an integer, got '" << m << "'\n";
+      return false;
+    }
+    request.set_max_detections(static_cast<int32_t>(v));
   }
+  return true;
 }
 
 int Predict(const Args& args) {
@@ -239,7 +253,7 @@ int Predict(const Args& args) {
   std::optional<std::vector<std::string>> labels;  // fetched with the first segmentation
   for (const std::string& file : args.positional) {
     v1::PredictRequest request;
-    SetDetectionOptions(args, request);
+    if (!SetDetectionOptions(args, request)) return 1;
     request.set_model_name(model);
     request.set_model_version(get("version", ""));
     request.set_top_k(top_k);
@@ -706,7 +720,7 @@ int Explain(const Args& args) {
       }
     }
     if (query) *req.mutable_query_pixel() = *query;
-    SetDetectionOptions(args, req);
+    if (!SetDetectionOptions(args, req)) return 1;
     v1::ExplainResponse resp;
     const grpc::Status st = CallExplain(*stub, args, req, resp);
     std::string why;

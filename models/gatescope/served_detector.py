@@ -9,7 +9,10 @@ server calls (task object_detection):
           token of level k over the image for each head and sampled level
       decoder layer: "sampling_locations" [B, Q, M, L, P, 2] (normalised (x, y) of the
           image: pixels are x * W, y * H), "attention_weights" [B, Q, M, L, P], and with
-          PLuG "plug_gate" [B, Q, M, L]
+          PLuG "plug_gate" [B, Q, M, L]. The network samples level l at (x_l, y_l)
+          normalised over its feature map, whose w_l x h_l cells of stride s_l cover
+          w_l s_l x h_l s_l pixels of the (padded) canvas from its top left; the image
+          coordinates are x = x_l w_l s_l / W, y = y_l h_l s_l / H.
   explain_end(state) -> forward()'s outputs plus "reference_points" [B, Q, 2] (normalised)
 
 Inputs smaller than the training canvas (min_canvas per side) are padded to it inside the
@@ -24,8 +27,8 @@ from torch import nn
 
 from gatescope.networks.deformable_detr import DeformableDETR, ExplainState
 
-# The network's state and the factors (Wc / W, Hc / H) from canvas- to image-normalised
-# coordinates.
+# The network's state and, per level, the factors [L, 2] from the level's normalised
+# coordinates to the image's.
 State = Tuple[ExplainState, torch.Tensor]
 
 
@@ -57,16 +60,20 @@ class ServedDetector(nn.Module):
     @torch.jit.export
     def explain_begin(self, x: torch.Tensor) -> State:
         padded, mask = self._pad(x)
-        scale = torch.tensor([padded.shape[3] / x.shape[3], padded.shape[2] / x.shape[2]],
-                             dtype=x.dtype, device=x.device)
-        return self.net.explain_begin(padded, mask), scale
+        state = self.net.explain_begin(padded, mask)
+        shapes = state[3].to(x.dtype)  # [L, 2] (h, w)
+        strides = torch.tensor(self.net.level_strides, dtype=x.dtype, device=x.device)
+        scale = torch.stack([shapes[:, 1] * strides / x.shape[3],
+                             shapes[:, 0] * strides / x.shape[2]], -1)
+        return state, scale
 
     @torch.jit.export
     def explain_layer(self, state: State, layer: int) -> Tuple[State, Dict[str, torch.Tensor]]:
         net_state, scale = state
         net_state, maps = self.net.explain_step(net_state, layer)
         if layer >= self.enc_layers:
-            maps["sampling_locations"] = maps["sampling_locations"] * scale
+            maps["sampling_locations"] = maps["sampling_locations"] \
+                * scale.view(1, 1, 1, -1, 1, 2)
             return (net_state, scale), maps
         per_level: Dict[str, torch.Tensor] = {}
         if "plug_gate" in maps:

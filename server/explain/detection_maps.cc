@@ -107,6 +107,15 @@ absl::StatusOr<DetectionExplanation> DetectionMapCollector::Finish(
     maps.sampling_points = pick(locations_) * pixels;
     maps.attention_weights = pick(weights_);
     if (options_.plug_gates) maps.plug_gate = pick(gates_);
+    kept_bytes_ += static_cast<int64_t>(maps.sampling_points.nbytes() +
+                                        maps.attention_weights.nbytes() +
+                                        (options_.plug_gates ? maps.plug_gate.nbytes() : 0));
+    if (kept_bytes_ > max_bytes_) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("explanation maps of ", detections.size(),
+                       " detections pass the server's cap of ", max_bytes_,
+                       " bytes (--explain_max_bytes); ask for fewer (max_detections)"));
+    }
     out.detections.push_back(std::move(maps));
   }
   out.encoder_plug_gates = std::move(encoder_gates_);

@@ -57,6 +57,7 @@ class DetectionMapCollector {
 
   // After every layer was added (INTERNAL otherwise): the maps of `detections` (their
   // queries), sampling points scaled to an image of `height` x `width` pixels.
+  // RESOURCE_EXHAUSTED when they and the kept maps pass `max_bytes`.
   absl::StatusOr<DetectionExplanation> Finish(const std::vector<Detection>& detections,
                                               int64_t height, int64_t width);
 

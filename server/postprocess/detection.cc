@@ -39,6 +39,9 @@ absl::StatusOr<std::vector<Detection>> DecodeDetections(const at::Tensor& logits
   if (height <= 0 || width <= 0 || options.max_detections < 1) {
     return absl::InternalError("image size and max_detections must be positive");
   }
+  if (!at::isfinite(logits).all().item<bool>() || !at::isfinite(boxes).all().item<bool>()) {
+    return absl::InternalError("detector outputs are not finite (NaN or infinite logits or boxes)");
+  }
   const int64_t classes = logits.size(1);
   const at::Tensor scores_all = logits.to(at::kFloat).sigmoid().reshape({-1});
   const int64_t k = std::min(options.max_detections, scores_all.numel());

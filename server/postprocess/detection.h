@@ -36,7 +36,8 @@ absl::StatusOr<DetectionOptions> ResolveDetectionOptions(
 // `logits` [Q, C] and `boxes` [Q, 4] (cx, cy, w, h normalised) of one example of an image
 // of `height` x `width` pixels. Scores are sigmoid(logits); the top min(max_detections,
 // Q * C) (query, class) pairs by score (torch.topk's order over the flattened [Q * C]
-// scores), then those above the threshold, highest first. INTERNAL for malformed outputs.
+// scores), then those above the threshold, highest first. INTERNAL for malformed or
+// non-finite outputs.
 absl::StatusOr<std::vector<Detection>> DecodeDetections(const at::Tensor& logits,
                                                         const at::Tensor& boxes, int64_t height,
                                                         int64_t width,

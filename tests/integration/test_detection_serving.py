@@ -132,17 +132,22 @@ def test_threshold_max_detections_and_tensor_input(stubs, scenes, reference):
     assert len(high.detections) == int((want["scores"] > 0.9).sum())
 
 
-def test_concurrent_requests_of_one_size_batch_to_the_same_detections(stubs, scenes):
+def test_concurrent_requests_of_one_size_each_get_their_own_detections(stubs, scenes):
     _, _, v1, stub = stubs
-    same_size = [s[0] for s in scenes if s[0].shape == scenes[0][0].shape][:1] * 6
-    requests = [v1.PredictRequest(model_name=PLUG, image=encode_gray_png(img)) for img in same_size]
-    alone = stub.Predict(requests[0], timeout=60)
-    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+    image = scenes[0][0]
+    variants = [image, image[:, ::-1], image[::-1], image[::-1, ::-1]]
+    requests = [v1.PredictRequest(model_name=PLUG, image=encode_gray_png(np.ascontiguousarray(v)),
+                                  score_threshold=0.1) for v in variants] * 2
+    alone = [stub.Predict(r, timeout=60) for r in requests[:4]]
+    assert len({tuple(d.label_index for d in a.detections) for a in alone} |
+               {tuple(np.round(boxes_of(a)).ravel()) for a in alone}) > 2  # they differ
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
         together = list(pool.map(lambda r: stub.Predict(r, timeout=60), requests))
-    for resp in together:
+    for i, resp in enumerate(together):
+        want = alone[i % 4]
         assert [(d.query, d.label_index) for d in resp.detections] == \
-            [(d.query, d.label_index) for d in alone.detections]
-        np.testing.assert_allclose(boxes_of(resp), boxes_of(alone), atol=1e-3)
+            [(d.query, d.label_index) for d in want.detections], i
+        np.testing.assert_allclose(boxes_of(resp), boxes_of(want), atol=1e-3)
 
 
 def test_explain_maps_equal_the_reference(stubs, scenes, reference):
@@ -260,6 +265,14 @@ def test_client_draws_boxes_and_sampling_points(server, stubs, scenes, tmp_path)
     gate = np.load(out / "ex" / "detection0.plug_gate.npy")
     np.testing.assert_allclose(gate, as_array(ex.detection_maps[0].plug_gate))
     assert len([p for p in line["npy"] if "encoder_plug_gate." in p]) == 8
+    # No detection above the threshold: still the encoder gate maps, and no error.
+    res = server.client("explain", "--model", PLUG, "--plug-gates", "--score-threshold",
+                        "0.999", "--out", str(out / "none"), str(path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    line = json.loads(res.stdout)
+    assert line["detections"] == [] and pathlib.Path(line["encoder_plug_gates"]).exists()
+    res = server.client("predict", "--model", PLUG, "--score-threshold", "high", str(path))
+    assert res.returncode == 1 and "--score-threshold" in res.stderr
 
 
 def test_kserve_returns_the_same_detections(stubs, scenes):

@@ -278,6 +278,11 @@ class DeformableDETR(nn.Module):
         self.enc_layers = enc_layers
         self.dec_layers = dec_layers
         self.backbone = TinyBackbone(in_channels, backbone_widths)
+        # Input pixels per feature cell of each level: the backbone's last three stages,
+        # then input_proj.3's stride 2.
+        n_stages = len(backbone_widths)
+        self.level_strides: List[int] = [2 ** (i + 1) for i in range(n_stages - 3, n_stages)] \
+            + [2 ** (n_stages + 1)]
         self.position_embedding = PositionEmbeddingSine(d_model // 2)
         self.transformer = DeformableTransformer(d_model, n_heads, enc_layers, dec_layers,
                                                  d_ffn, dropout, n_levels, n_points, plug)

@@ -71,20 +71,27 @@ absl::StatusOr<DetectionOptions> RequestDetectionOptions(const ModelConfig& conf
   return ResolveDetectionOptions(config.detection(), score_threshold, max_detections);
 }
 
-absl::StatusOr<std::vector<Detection>> FillDetections(
-    const NamedTensors& outputs, ImageSize size, const DetectionOptions& options,
-    const ModelConfig& config, google::protobuf::RepeatedPtrField<v1::Detection>* out) {
+absl::StatusOr<std::vector<Detection>> DetectionsOf(const NamedTensors& outputs, ImageSize size,
+                                                    const DetectionOptions& options,
+                                                    const ModelConfig& config) {
   auto logits = outputs.find("logits");
   auto boxes = outputs.find("boxes");
   if (logits == outputs.end() || boxes == outputs.end()) {
     return absl::InternalError("detection model returned no 'logits' or no 'boxes'");
   }
-  if (logits->second.dim() != 2 || logits->second.size(1) != config.labels_size()) {
-    return absl::InternalError(
-        absl::StrCat("detection logits must be [Q, ", config.labels_size(), "]"));
+  const int64_t queries = config.detection().queries();
+  if (logits->second.dim() != 2 || logits->second.size(0) != queries ||
+      logits->second.size(1) != config.labels_size()) {
+    return absl::InternalError(absl::StrCat("detection logits must be [", queries, ", ",
+                                            config.labels_size(), "] as the metadata says"));
   }
-  auto detections =
-      DecodeDetections(logits->second, boxes->second, size.height, size.width, options);
+  return DecodeDetections(logits->second, boxes->second, size.height, size.width, options);
+}
+
+absl::StatusOr<std::vector<Detection>> FillDetections(
+    const NamedTensors& outputs, ImageSize size, const DetectionOptions& options,
+    const ModelConfig& config, google::protobuf::RepeatedPtrField<v1::Detection>* out) {
+  auto detections = DetectionsOf(outputs, size, options, config);
   if (!detections.ok()) return detections.status();
   for (const Detection& d : *detections) {
     v1::Detection* p = out->Add();
@@ -106,13 +113,7 @@ void ExplainDetection(grpc::CallbackServerContext* context, const ModelCall& cal
   const std::shared_ptr<ServedModel> model = call.model;
   absl::Status st = CheckDetectionRequest(*request);
   absl::StatusOr<DetectionOptions> options =
-      st.ok() ? RequestDetectionOptions(
-                    model->config,
-                    request->has_score_threshold()
-                        ? std::optional<float>(request->score_threshold())
-                        : std::nullopt,
-                    request->max_detections())
-              : absl::StatusOr<DetectionOptions>(st);
+      st.ok() ? DetectionOptionsOf(model->config, *request) : absl::StatusOr<DetectionOptions>(st);
   DetectionMapOptions map_options;
   map_options.plug_gates = request->plug_gates();
   absl::StatusOr<std::unique_ptr<DetectionMapCollector>> created =

@@ -24,9 +24,25 @@ absl::StatusOr<DetectionOptions> RequestDetectionOptions(const ModelConfig& conf
                                                          std::optional<float> score_threshold,
                                                          int64_t max_detections);
 
-// Decodes one example's outputs ("logits" [Q, C], "boxes" [Q, 4]) for an input of `size`
-// and appends them to `out` with the config's labels. Returns the detections. INTERNAL
-// for missing or malformed outputs or a label index outside the labels.
+// RequestDetectionOptions of a gatescope.v1 PredictRequest or ExplainRequest.
+template <typename Request>
+absl::StatusOr<DetectionOptions> DetectionOptionsOf(const ModelConfig& config,
+                                                    const Request& request) {
+  return RequestDetectionOptions(config,
+                                 request.has_score_threshold()
+                                     ? std::optional<float>(request.score_threshold())
+                                     : std::nullopt,
+                                 request.max_detections());
+}
+
+// Decodes one example's outputs for an input of `size` (DecodeDetections). INTERNAL for
+// missing outputs or shapes other than the config declares: "logits" [queries, labels],
+// "boxes" [queries, 4].
+absl::StatusOr<std::vector<Detection>> DetectionsOf(const NamedTensors& outputs, ImageSize size,
+                                                    const DetectionOptions& options,
+                                                    const ModelConfig& config);
+
+// DetectionsOf, appended to `out` with the config's labels. Returns the detections.
 absl::StatusOr<std::vector<Detection>> FillDetections(
     const NamedTensors& outputs, ImageSize size, const DetectionOptions& options,
     const ModelConfig& config, google::protobuf::RepeatedPtrField<::gatescope::v1::Detection>* out);

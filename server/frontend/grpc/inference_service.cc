@@ -1,7 +1,6 @@
 #include "server/frontend/grpc/inference_service.h"
 
 #include <algorithm>
-#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -66,12 +65,7 @@ grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext*
   if (st.ok() && request->top_k() < 0) st = absl::InvalidArgumentError("top_k must be >= 0");
   std::shared_ptr<ServedModel> model = call->model;
   absl::StatusOr<DetectionOptions> det_options =
-      st.ok() ? RequestDetectionOptions(model->config,
-                                        request->has_score_threshold()
-                                            ? std::optional<float>(request->score_threshold())
-                                            : std::nullopt,
-                                        request->max_detections())
-              : absl::StatusOr<DetectionOptions>(st);
+      st.ok() ? DetectionOptionsOf(model->config, *request) : absl::StatusOr<DetectionOptions>(st);
   if (!det_options.ok()) {
     call->Finish(det_options.status());
     return call->reactor;
@@ -133,11 +127,8 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
   const bool is_image = request->input_case() == v1::ExplainRequest::kImage;
   absl::Status st = CheckInput(request->input_case() != v1::ExplainRequest::INPUT_NOT_SET,
                                is_image, request->image(), request->tensor());
-  if (st.ok() && !IsDetection(model->config) &&
-      (request->has_score_threshold() || request->max_detections() != 0)) {
-    st = absl::InvalidArgumentError(
-        "score_threshold and max_detections apply to detection models only");
-  }
+  // Refuses the detection fields on other models.
+  if (st.ok() && !IsDetection(model->config)) st = DetectionOptionsOf(model->config, *request).status();
   if (st.ok() && IsSegmentation(model->config)) {
     ExplainSegmentation(context, *call, request, response, explain_max_bytes_);
     return call->reactor;

@@ -39,16 +39,12 @@ absl::Status AddMask(ImageSize size, int64_t classes, NamedTensors& outputs) {
   return absl::OkStatus();
 }
 
-absl::Status AddDetections(ImageSize size, const DetectionOptions& options,
-                           NamedTensors& outputs) {
-  auto logits = outputs.find("logits");
-  auto boxes = outputs.find("boxes");
-  if (logits == outputs.end() || boxes == outputs.end()) {
-    return absl::InternalError("detection model returned no 'logits' or no 'boxes'");
-  }
-  auto dets = DecodeDetections(logits->second, boxes->second, size.height, size.width, options);
+absl::Status AddDetections(const ModelConfig& config, ImageSize size,
+                           const DetectionOptions& options, NamedTensors& outputs) {
+  auto dets = DetectionsOf(outputs, size, options, config);
   if (!dets.ok()) return dets.status();
-  const int64_t k = std::min<int64_t>(options.max_detections, logits->second.numel());
+  const int64_t k = std::min<int64_t>(
+      options.max_detections, int64_t{config.detection().queries()} * config.labels_size());
   at::Tensor xyxy = at::zeros({k, 4}, at::kFloat);
   at::Tensor scores = at::zeros({k}, at::kFloat);
   at::Tensor classes = at::full({k}, -1, at::kLong);
@@ -128,7 +124,7 @@ absl::StatusOr<DetectionOptions> DetectionParameters(
 absl::Status AddPostprocessedOutputs(const ModelConfig& config, ImageSize size,
                                      const DetectionOptions& options, NamedTensors& outputs) {
   if (IsSegmentation(config)) return AddMask(size, config.labels_size(), outputs);
-  if (IsDetection(config)) return AddDetections(size, options, outputs);
+  if (IsDetection(config)) return AddDetections(config, size, options, outputs);
   return absl::OkStatus();
 }
 

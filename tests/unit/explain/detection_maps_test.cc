@@ -25,7 +25,7 @@ NamedTensors DecoderMaps(int layer) {
   at::Tensor q = at::arange(3, at::kFloat).view({3, 1, 1, 1, 1});
   NamedTensors maps;
   maps["sampling_locations"] = (q * 0.1f + 0.01f * layer).expand({3, 2, 2, 1, 2}).contiguous();
-  maps["attention_weights"] = at::full({3, 2, 2, 1}, 0.25f);
+  maps["attention_weights"] = (q.view({3, 1, 1, 1}) * 0.01f + 0.25f).expand({3, 2, 2, 1}).contiguous();
   maps["plug_gate"] = (q.view({3, 1, 1}) + 10.f * layer).expand({3, 2, 2}).contiguous();
   return maps;
 }
@@ -59,6 +59,7 @@ TEST(DetectionMapCollectorTest, PicksTheDetectedQueriesAndScalesToPixels) {
   EXPECT_FLOAT_EQ(m.plug_gate[0][0][0].item<float>(), 2.f);
   EXPECT_FLOAT_EQ(m.plug_gate[1][1][1].item<float>(), 12.f);
   EXPECT_EQ(m.attention_weights.sizes(), (std::vector<int64_t>{2, 2, 2, 1}));
+  EXPECT_FLOAT_EQ(m.attention_weights[1][1][0][0].item<float>(), 0.27f);
   ASSERT_EQ(ex->encoder_plug_gates.size(), 2u);
   EXPECT_EQ(ex->encoder_plug_gates[1].sizes(), (std::vector<int64_t>{2, 2, 2, 3}));
 }
@@ -100,6 +101,18 @@ TEST(DetectionMapCollectorTest, MisshapenMissingOrTooLargeMapsFail) {
 
   auto small = *DetectionMapCollector::Create(Layout(), {true}, 64);
   EXPECT_EQ(small->AddLayer(0, EncoderMaps()).code(), absl::StatusCode::kResourceExhausted);
+  // Kept decoder maps: 2 layers x 36 floats = 288 bytes; each detection's cut-out maps
+  // 24 floats = 96 bytes. A cap of 388 bytes admits one detection, not two.
+  auto tight = [] {
+    auto c = *DetectionMapCollector::Create(Layout(), {false}, 388);
+    EXPECT_TRUE(c->AddLayer(0, {}).ok());
+    EXPECT_TRUE(c->AddLayer(1, DecoderMaps(0)).ok());
+    EXPECT_TRUE(c->AddLayer(2, DecoderMaps(1)).ok());
+    return c;
+  };
+  EXPECT_TRUE(tight()->Finish({Detection{}}, 10, 10).ok());
+  EXPECT_EQ(tight()->Finish({Detection{}, Detection{}}, 10, 10).status().code(),
+            absl::StatusCode::kResourceExhausted);
 
   auto early = *DetectionMapCollector::Create(Layout(), {false}, 1 << 20);
   EXPECT_EQ(early->Finish({}, 10, 10).status().code(), absl::StatusCode::kInternal);

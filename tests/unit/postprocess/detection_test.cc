@@ -72,6 +72,17 @@ TEST(DecodeDetectionsTest, MalformedOutputsAreInternal) {
             absl::StatusCode::kInternal);
 }
 
+TEST(DecodeDetectionsTest, NonFiniteOutputsAreInternal) {
+  Outputs o;
+  o.logits[2][1] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(DecodeDetections(o.logits, o.boxes, 10, 10, {0.f, 5}).status().code(),
+            absl::StatusCode::kInternal);
+  Outputs p;
+  p.boxes[0][2] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(DecodeDetections(p.logits, p.boxes, 10, 10, {0.f, 5}).status().code(),
+            absl::StatusCode::kInternal);
+}
+
 TEST(ResolveDetectionOptionsTest, DefaultsAndBounds) {
   v1::DetectionConfig config;
   config.set_score_threshold(0.3f);
