@@ -170,9 +170,7 @@ bool WriteDetectionExplainFiles(const std::string& prefix, const cv::Mat& image,
       !WriteEncoderGates(prefix, image, resp, json, npy, why)) {
     return false;
   }
-  json += ",\"npy\":[";
-  for (size_t i = 0; i < npy.size(); ++i) json += (i ? "," : "") + JsonString(npy[i]);
-  json += "]";
+  json += ",\"npy\":" + JsonStringArray(npy);
   return true;
 }
 

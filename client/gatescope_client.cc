@@ -774,9 +774,7 @@ int Explain(const Args& args) {
       continue;
     }
     if (!npy.empty()) {
-      line += ",\"npy\":[";
-      for (size_t i = 0; i < npy.size(); ++i) line += (i ? "," : "") + JsonString(npy[i]);
-      line += "]";
+      line += ",\"npy\":" + JsonStringArray(npy);
     }
     if (resp.classes_size() > 0) line += ",\"label\":" + JsonString(resp.classes(0).label());
     std::cout << line << "}" << std::endl;

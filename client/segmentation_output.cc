@@ -163,9 +163,7 @@ bool WriteExplainFiles(const std::string& prefix, const cv::Mat& image,
                        resp.query_attention(), query, json, npy, why)) {
     return false;
   }
-  json += ",\"npy\":[";
-  for (size_t i = 0; i < npy.size(); ++i) json += (i ? "," : "") + JsonString(npy[i]);
-  json += "]";
+  json += ",\"npy\":" + JsonStringArray(npy);
   return true;
 }
 

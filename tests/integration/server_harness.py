@@ -71,6 +71,27 @@ def start_server(tmp_path, repo_dir, extra=()):
     return RunningServer(proc, int(fields["grpc"]), int(fields["metrics"]), log_path)
 
 
+def serve_shipped(tmp_path_factory, names, extra=()):
+    """For module fixtures (`yield from`): the server on a temporary repository holding
+    the shipped models `names` (symlinks); stops it afterwards and checks a clean exit."""
+    repo = tmp_path_factory.mktemp("repo")
+    for name in names:
+        (repo / name).symlink_to(REPO / "model_repository" / name)
+    srv = start_server(tmp_path_factory.mktemp("server"), repo, extra)
+    yield srv
+    assert stop_server(srv) == 0, srv.log()
+
+
+def api_stubs(server, tmp_path_factory):
+    """For module fixtures (`yield from`): (KServe messages, KServe stub, gatescope.v1
+    messages, gatescope.v1 stub) on one channel to `server`, closed afterwards."""
+    import grpc
+    kv, kv_grpc, v1, v1_grpc = import_api_modules(tmp_path_factory.mktemp("stubs"))
+    channel = grpc.insecure_channel(server.address)
+    yield kv, kv_grpc.GRPCInferenceServiceStub(channel), v1, v1_grpc.InferenceStub(channel)
+    channel.close()
+
+
 def stop_server(server):
     server.proc.send_signal(2)  # SIGINT: graceful drain
     try:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from server_harness import REPO, import_api_modules, start_server, stop_server
+from server_harness import REPO, api_stubs, serve_shipped
 from gatescope import detection
 from gatescope.data import detection_scenes as ds
 from gatescope.data.png import decode_png, encode_gray_png
@@ -27,20 +27,12 @@ N_SCENES = 20
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("repo")
-    for name in (PLUG, PLAIN, CLASSIFIER):
-        (repo / name).symlink_to(REPO / "model_repository" / name)
-    srv = start_server(tmp_path_factory.mktemp("server"), repo)
-    yield srv
-    assert stop_server(srv) == 0, srv.log()
+    yield from serve_shipped(tmp_path_factory, (PLUG, PLAIN, CLASSIFIER))
 
 
 @pytest.fixture(scope="module")
 def stubs(server, tmp_path_factory):
-    kv, kv_grpc, v1, v1_grpc = import_api_modules(tmp_path_factory.mktemp("stubs"))
-    channel = grpc.insecure_channel(server.address)
-    yield kv, kv_grpc.GRPCInferenceServiceStub(channel), v1, v1_grpc.InferenceStub(channel)
-    channel.close()
+    yield from api_stubs(server, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """The real server and the real client over loopback, checked against the Python model."""
 import json
-import pathlib
 import urllib.request
 
 import numpy as np

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from server_harness import REPO, import_api_modules, start_server, stop_server
+from server_harness import REPO, api_stubs, start_server, stop_server
 from gatescope import explain as ref
 from gatescope import ops
 from gatescope.data import fashion_mnist
@@ -30,10 +30,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def stubs(server, tmp_path_factory):
-    kv, kv_grpc, v1, v1_grpc = import_api_modules(tmp_path_factory.mktemp("stubs"))
-    channel = grpc.insecure_channel(server.address)
-    yield kv, kv_grpc.GRPCInferenceServiceStub(channel), v1, v1_grpc.InferenceStub(channel)
-    channel.close()
+    yield from api_stubs(server, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from server_harness import REPO, import_api_modules, start_server, stop_server
+from server_harness import REPO, api_stubs, serve_shipped
 from gatescope import explain as ref
 from gatescope import ops
 from gatescope.data import fashion_mnist
@@ -19,20 +19,12 @@ START, N = 700, 16
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("repo")
-    for name in (MODEL, PLAIN, OTHER):
-        (repo / name).symlink_to(REPO / "model_repository" / name)
-    srv = start_server(tmp_path_factory.mktemp("server"), repo)
-    yield srv
-    assert stop_server(srv) == 0, srv.log()
+    yield from serve_shipped(tmp_path_factory, (MODEL, PLAIN, OTHER))
 
 
 @pytest.fixture(scope="module")
 def stubs(server, tmp_path_factory):
-    kv, kv_grpc, v1, v1_grpc = import_api_modules(tmp_path_factory.mktemp("stubs"))
-    channel = grpc.insecure_channel(server.address)
-    yield kv, kv_grpc.GRPCInferenceServiceStub(channel), v1, v1_grpc.InferenceStub(channel)
-    channel.close()
+    yield from api_stubs(server, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

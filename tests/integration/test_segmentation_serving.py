@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from server_harness import REPO, generate_python_stubs, start_server, stop_server
+from server_harness import REPO, api_stubs, generate_python_stubs, serve_shipped
 from gatescope import ops
 from gatescope.data import colin27
 from gatescope.data.png import decode_png, encode_gray_png
@@ -23,27 +23,14 @@ BASELINE = "pvt_la_colin27"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("repo")
-    for name in (MODEL, BASELINE):   # only the segmentation models: a quicker start
-        (repo / name).symlink_to(REPO / "model_repository" / name)
-    srv = start_server(tmp_path_factory.mktemp("server"), repo)
-    yield srv
-    assert stop_server(srv) == 0, srv.log()
+    # only the segmentation models: a quicker start
+    yield from serve_shipped(tmp_path_factory, (MODEL, BASELINE))
 
 
 @pytest.fixture(scope="module")
 def v1(server, tmp_path_factory):
-    out = tmp_path_factory.mktemp("stubs")
-    generate_python_stubs(out, "inference/model_config.proto",
-                          "gatescope/v1/model_config.proto", "gatescope/v1/inference.proto")
-    sys.path.insert(0, str(out))
-    import gatescope
-    gatescope.__path__.append(str(out / "gatescope"))
-    pb = importlib.import_module("gatescope.v1.inference_pb2")
-    pb_grpc = importlib.import_module("gatescope.v1.inference_pb2_grpc")
-    channel = grpc.insecure_channel(server.address)
-    yield pb, pb_grpc.InferenceStub(channel)
-    channel.close()
+    for _, _, messages, stub in api_stubs(server, tmp_path_factory):
+        yield messages, stub
 
 
 @pytest.fixture(scope="module")

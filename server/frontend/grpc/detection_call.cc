@@ -126,17 +126,10 @@ void ExplainDetection(grpc::CallbackServerContext* context, const ModelCall& cal
   std::shared_ptr<DetectionMapCollector> collector = *std::move(created);
   // Written by make_input, read by done: both on the worker thread, in that order.
   auto size = std::make_shared<ImageSize>();
-  const bool is_image = request->input_case() == ExplainRequest::kImage;
-  WorkItem item;
-  item.shape_key = 1;  // never formed into a batch with predictions
-  item.make_input = [request, model, is_image, size] {
-    return MakeInput(is_image, request->image(), request->tensor(), model->config.input(),
-                     size.get());
-  };
-  item.explain_layers = model->config.layers();
-  item.explain_layer = [collector](int layer, const NamedTensors& maps) {
-    return collector->AddLayer(layer, maps);
-  };
+  WorkItem item = ExplainPassItem(request, model, size,
+                                  [collector](int layer, const NamedTensors& maps) {
+                                    return collector->AddLayer(layer, maps);
+                                  });
   item.done = [call, response, collector, size,
                options = *options](absl::StatusOr<NamedTensors> outputs) {
     absl::Status st = outputs.status();
@@ -159,10 +152,7 @@ void ExplainDetection(grpc::CallbackServerContext* context, const ModelCall& cal
     }
     call.Finish(st);
   };
-  AttachCallContext(context, item);
-  if (absl::Status queued = model->scheduler->Enqueue(std::move(item)); !queued.ok()) {
-    call.Finish(queued);
-  }
+  Submit(call, context, std::move(item));
 }
 
 }  // namespace gatescope

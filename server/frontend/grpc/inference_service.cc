@@ -24,14 +24,6 @@ using ::gatescope::v1::PredictResponse;
 
 constexpr int kDefaultTopK = 5;
 
-// Queues `item` for the call's model with the call's deadline and cancellation.
-void Submit(const ModelCall& call, grpc::CallbackServerContext* context, WorkItem item) {
-  AttachCallContext(context, item);
-  if (absl::Status st = call.model->scheduler->Enqueue(std::move(item)); !st.ok()) {
-    call.Finish(st);
-  }
-}
-
 template <typename Response>
 absl::Status FillClasses(const ServedModel& model, const NamedTensors& outputs, int top_k,
                          Response* response) {

@@ -43,4 +43,11 @@ void AttachCallContext(grpc::CallbackServerContext* context, WorkItem& item) {
   }
 }
 
+void Submit(const ModelCall& call, grpc::CallbackServerContext* context, WorkItem item) {
+  AttachCallContext(context, item);
+  if (absl::Status st = call.model->scheduler->Enqueue(std::move(item)); !st.ok()) {
+    call.Finish(st);
+  }
+}
+
 }  // namespace gatescope

@@ -35,4 +35,8 @@ std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
 // the item's completion (it does: the call is finished only from `done`).
 void AttachCallContext(grpc::CallbackServerContext* context, WorkItem& item);
 
+// AttachCallContext, then queues `item` on the call's model; if the queue refuses it
+// (RESOURCE_EXHAUSTED, UNAVAILABLE) the call is finished with that status at once.
+void Submit(const ModelCall& call, grpc::CallbackServerContext* context, WorkItem item);
+
 }  // namespace gatescope

@@ -29,6 +29,20 @@ const char* ClassifierExplainOption(const v1::ExplainRequest& r) {
   return nullptr;
 }
 
+WorkItem ExplainPassItem(const v1::ExplainRequest* request, std::shared_ptr<ServedModel> model,
+                         std::shared_ptr<ImageSize> size, LayerMapsVisitor visit) {
+  const bool is_image = request->input_case() == v1::ExplainRequest::kImage;
+  WorkItem item;
+  item.shape_key = 1;  // never formed into a batch with predictions
+  item.explain_layers = model->config.layers();
+  item.make_input = [request, model = std::move(model), is_image, size = std::move(size)] {
+    return MakeInput(is_image, request->image(), request->tensor(), model->config.input(),
+                     size.get());
+  };
+  item.explain_layer = std::move(visit);
+  return item;
+}
+
 absl::StatusOr<at::Tensor> MakeInput(bool is_image, const std::string& image,
                                      const v1::Tensor& tensor, const InputSpec& spec,
                                      ImageSize* output_size) {

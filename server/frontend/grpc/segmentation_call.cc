@@ -81,17 +81,10 @@ void ExplainSegmentation(grpc::CallbackServerContext* context, const ModelCall& 
   std::shared_ptr<DenseMapCollector> collector = *std::move(created);
   // Filled by make_input, read by explain_args and done: all on the worker thread, in order.
   auto size = std::make_shared<ImageSize>();
-  const bool is_image = request->input_case() == ExplainRequest::kImage;
-  WorkItem item;
-  item.shape_key = 1;  // never formed into a batch with predictions
-  item.make_input = [request, model, is_image, size] {
-    return MakeInput(is_image, request->image(), request->tensor(), model->config.input(),
-                     size.get());
-  };
-  item.explain_layers = model->config.layers();
-  item.explain_layer = [collector](int stage, const NamedTensors& maps) {
-    return collector->AddStage(stage, maps);
-  };
+  WorkItem item = ExplainPassItem(request, model, size,
+                                  [collector](int stage, const NamedTensors& maps) {
+                                    return collector->AddStage(stage, maps);
+                                  });
   item.explain_args = [request, size]() -> absl::StatusOr<std::vector<double>> {
     // Without a query pixel the model still takes a point; its attention map is dropped.
     if (!request->has_query_pixel()) return std::vector<double>{0.5, 0.5};
@@ -120,10 +113,7 @@ void ExplainSegmentation(grpc::CallbackServerContext* context, const ModelCall& 
     }
     call.Finish(st);
   };
-  AttachCallContext(context, item);
-  if (absl::Status queued = model->scheduler->Enqueue(std::move(item)); !queued.ok()) {
-    call.Finish(queued);
-  }
+  Submit(call, context, std::move(item));
 }
 
 }  // namespace gatescope
