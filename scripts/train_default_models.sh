@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Retrains and re-exports the shipped models (not part of CI): the Fashion-MNIST
 # classifiers (~20 min each on 2 cores) and the Colin27 MRI segmenters (PVT-GDLA and its
-# linear-attention baseline, ~35 min each). Two run side by side, one thread each, which is
-# faster here than 2+2.
+# linear-attention baseline, ~35 min each) and the detectors (~45 min each). Two run side
+# by side, one thread each, which is faster here than 2+2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -38,3 +38,21 @@ for pid in "${pids[@]}"; do wait "$pid"; done   # fails the script if a training
 /usr/bin/python3 models/convert_gdla.py --ckpt build/train/pvt_gdla.ckpt --name pvt_gdla_colin27
 /usr/bin/python3 models/convert_gdla.py --ckpt build/train/pvt_la.ckpt --name pvt_la_colin27
 /usr/bin/python3 models/segmentation_card.py --models pvt_gdla_colin27 pvt_la_colin27
+
+# Detection: PLuG Deformable DETR and the plain baseline, same recipe (~45 min each), on
+# generated Fashion-MNIST/MNIST scenes; the checkpoints are kept in models/checkpoints/ and
+# each card compares the two.
+scripts/fetch_mnist.sh
+pids=()
+for kind in plug plain; do
+  flag=(); [ "$kind" = plug ] && flag=(--plug)
+  out=models/checkpoints/$([ "$kind" = plug ] && echo plug_detr_scenes || echo detr_scenes).ckpt
+  /usr/bin/python3 models/train_detector.py "${flag[@]}" --steps 6000 --threads 1 --out "$out" \
+    >"build/train/detr_$kind.log" 2>&1 &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+/usr/bin/python3 models/export_detector.py --ckpt models/checkpoints/plug_detr_scenes.ckpt \
+  --name plug_detr_scenes --baseline models/checkpoints/detr_scenes.ckpt
+/usr/bin/python3 models/export_detector.py --ckpt models/checkpoints/detr_scenes.ckpt \
+  --name detr_scenes --baseline models/checkpoints/plug_detr_scenes.ckpt
