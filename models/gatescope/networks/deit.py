@@ -8,10 +8,12 @@ k_gate, gml}, norm2, mlp.{fc1, fc2}}, norm, head. LayerNorm eps 1e-6 and GELU ML
 Same model contract as gatescope.networks.vit (forward, explain_begin/layer/end, explain);
 PLuG layers' maps add plug_gate [B, N, N], the head-shared gate G.
 """
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import torch
 from torch import nn
+
+from gatescope.networks.layerwise import LayerwiseExplain
 
 from gatescope.attention.plug import PlugAttention
 
@@ -59,7 +61,7 @@ class DeitBlock(nn.Module):
         return x + self.mlp(self.norm2(x)), maps
 
 
-class Deit(nn.Module):
+class Deit(LayerwiseExplain):
     def __init__(self, cfg):
         super().__init__()
         if cfg.image_size % cfg.patch_size != 0:
@@ -108,16 +110,3 @@ class Deit(nn.Module):
     @torch.jit.export
     def explain_end(self, t: torch.Tensor) -> Dict[str, torch.Tensor]:
         return {"logits": self.head(self.norm(t)[:, 0])}
-
-    @torch.jit.export
-    def explain(self, x: torch.Tensor) -> Dict[str, List[torch.Tensor]]:
-        t = self.explain_begin(x)
-        out: Dict[str, List[torch.Tensor]] = {}
-        for layer in range(len(self.blocks)):
-            t, maps = self.explain_layer(t, layer)
-            for name, m in maps.items():
-                if name not in out:
-                    out[name] = []
-                out[name].append(m)
-        out["logits"] = [self.explain_end(t)["logits"]]
-        return out

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from gatescope.attention import (DarParams, MultiheadDGSA, MultiheadDiffAttn,
                                  MultiheadSelfAttention)
+from gatescope.networks.layerwise import LayerwiseExplain
 
 ARCHS = ("dgvit", "vit", "diffvit", "deit", "plug_deit")
 
@@ -94,7 +95,7 @@ class Block(nn.Module):
         return x + self.drop(self.ffn(self.norm2(x))), maps
 
 
-class VisionTransformer(nn.Module):
+class VisionTransformer(LayerwiseExplain):
     def __init__(self, cfg: VitConfig):
         super().__init__()
         if cfg.image_size % cfg.patch_size != 0:
@@ -151,20 +152,6 @@ class VisionTransformer(nn.Module):
     @torch.jit.export
     def explain_end(self, t) -> Dict[str, torch.Tensor]:
         return {"logits": self.head(self.norm(t)[:, 0])}
-
-    @torch.jit.export
-    def explain(self, x) -> Dict[str, List[torch.Tensor]]:
-        """Every layer's maps at once (see explain_layer), plus "logits"."""
-        t = self.explain_begin(x)
-        out: Dict[str, List[torch.Tensor]] = {}
-        for layer in range(len(self.blocks)):
-            t, maps = self.explain_layer(t, layer)
-            for name, m in maps.items():
-                if name not in out:
-                    out[name] = []
-                out[name].append(m)
-        out["logits"] = [self.explain_end(t)["logits"]]
-        return out
 
 
 def build_classifier(cfg: VitConfig) -> nn.Module:
