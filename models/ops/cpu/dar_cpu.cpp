@@ -5,6 +5,7 @@
 
 #include "cpu/cpu_features.h"
 #include "cpu/row_blocks.h"
+#include "cpu/work_type.h"
 #include "dar_op.h"
 #include "gatescope/ops/dar_cpu_kernel.h"
 
@@ -49,9 +50,8 @@ std::tuple<at::Tensor, at::Tensor> DarAttentionCpu(
   const DarShape shape =
       CheckDarArgs(q_in, k_in, v_in, key_padding_mask, {causal, lam, rho, alpha, beta, steps});
   const auto in_type = q_in.scalar_type();
-  // Reduced precision runs in float and is cast back.
-  const auto work_type = (in_type == at::kDouble) ? at::kDouble : at::kFloat;
-  auto prep = [&](const at::Tensor& t) { return t.to(work_type).contiguous(); };
+  const auto work_type = WorkType(in_type);  // cast back to in_type at the end
+  auto prep = [&](const at::Tensor& t) { return ToWork(t, work_type); };
   const at::Tensor q = prep(q_in), k = prep(k_in), v = prep(v_in);
   const at::Tensor mask = DarMaskBytes(key_padding_mask);
   at::Tensor out = at::empty({shape.batch, shape.heads, shape.nq, shape.dv}, q.options());
@@ -69,11 +69,7 @@ std::tuple<at::Tensor, at::Tensor> DarAttentionCpu(
     RunCpu<T>(shape, p);
   };
   if (shape.nq > 0 && shape.batch * shape.heads > 0) {
-    if (work_type == at::kDouble) {
-      run(double{});
-    } else {
-      run(float{});
-    }
+    DispatchWork(work_type, run);
   }
   return {out.to(in_type), DarCrossingFraction(row_stats, in_type)};
 }

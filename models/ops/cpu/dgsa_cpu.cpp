@@ -5,6 +5,7 @@
 
 #include "cpu/cpu_features.h"
 #include "cpu/row_blocks.h"
+#include "cpu/work_type.h"
 #include "dgsa_op.h"
 #include "gatescope/ops/dgsa_cpu_kernel.h"
 
@@ -63,20 +64,18 @@ at::Tensor DgsaAttentionCpu(const at::Tensor& q_pos_in, const at::Tensor& k_pos_
                             const at::Tensor& v_in, const at::Tensor& gate_in) {
   const DgsaShape shape = CheckDgsaArgs(q_pos_in, k_pos_in, q_neg_in, k_neg_in, v_in, gate_in);
   const auto in_type = q_pos_in.scalar_type();
-  // Reduced precision runs in float and is cast back.
-  const auto work_type = (in_type == at::kDouble) ? at::kDouble : at::kFloat;
+  const auto work_type = WorkType(in_type);  // cast back to in_type at the end
   TORCH_CHECK(at::isFloatingType(in_type), "dgsa_attention: inputs must be floating point");
-  auto prep = [&](const at::Tensor& t) { return t.to(work_type).contiguous(); };
+  auto prep = [&](const at::Tensor& t) { return ToWork(t, work_type); };
   const at::Tensor q_pos = prep(q_pos_in), k_pos = prep(k_pos_in), q_neg = prep(q_neg_in),
                    k_neg = prep(k_neg_in), v = prep(v_in), gate = prep(gate_in);
   at::Tensor out = at::empty({q_pos.size(0), q_pos.size(1), shape.nq, shape.dv},
                              q_pos.options());
   if (shape.nq > 0 && shape.batch_heads > 0) {
-    if (work_type == at::kDouble) {
-      RunCpu<double>(shape, Pointers<double>(q_pos, k_pos, q_neg, k_neg, v, gate, out));
-    } else {
-      RunCpu<float>(shape, Pointers<float>(q_pos, k_pos, q_neg, k_neg, v, gate, out));
-    }
+    DispatchWork(work_type, [&](auto tag) {
+      using T = decltype(tag);
+      RunCpu<T>(shape, Pointers<T>(q_pos, k_pos, q_neg, k_neg, v, gate, out));
+    });
   }
   return out.to(in_type);
 }

@@ -9,6 +9,7 @@
 
 #include "cpu/cpu_features.h"
 #include "cpu/row_blocks.h"
+#include "cpu/work_type.h"
 #include "gatescope/ops/gdla_cpu_kernel.h"
 #include "gdla_op.h"
 
@@ -106,9 +107,8 @@ at::Tensor GdlaAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_in,
                             int64_t gate) {
   const GdlaShape shape = CheckGdlaArgs(q_in, k_in, v_in, g_in, lam_in, norm_weight, eps, gate);
   const auto in_type = q_in.scalar_type();
-  // Reduced precision runs in float and is cast back.
-  const auto work_type = (in_type == at::kDouble) ? at::kDouble : at::kFloat;
-  auto prep = [&](const at::Tensor& t) { return t.to(work_type).contiguous(); };
+  const auto work_type = WorkType(in_type);  // cast back to in_type at the end
+  auto prep = [&](const at::Tensor& t) { return ToWork(t, work_type); };
   const at::Tensor q = prep(q_in), k = prep(k_in), v = prep(v_in), g = prep(g_in),
                    lam = prep(lam_in);
   const at::Tensor weight = GdlaNormWeight(norm_weight, work_type);
@@ -126,11 +126,7 @@ at::Tensor GdlaAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_in,
     RunCpu<T>(shape, p);
   };
   if (shape.n > 0 && shape.batch * shape.heads > 0) {
-    if (work_type == at::kDouble) {
-      run(double{});
-    } else {
-      run(float{});
-    }
+    DispatchWork(work_type, run);
   }
   return out.to(in_type);
 }

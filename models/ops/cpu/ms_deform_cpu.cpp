@@ -5,6 +5,7 @@
 
 #include "cpu/cpu_features.h"
 #include "cpu/row_blocks.h"
+#include "cpu/work_type.h"
 #include "gatescope/ops/ms_deform_cpu_kernel.h"
 #include "ms_deform_op.h"
 
@@ -41,9 +42,8 @@ at::Tensor MsDeformAttnCpu(const at::Tensor& value_in, const at::Tensor& spatial
   const MsDeformShape shape =
       CheckMsDeformArgs(value_in, spatial_shapes_in, level_start_in, locations_in, weights_in);
   const auto in_type = value_in.scalar_type();
-  // Reduced precision runs in float and is cast back.
-  const auto work_type = (in_type == at::kDouble) ? at::kDouble : at::kFloat;
-  auto prep = [&](const at::Tensor& t) { return t.to(work_type).contiguous(); };
+  const auto work_type = WorkType(in_type);  // cast back to in_type at the end
+  auto prep = [&](const at::Tensor& t) { return ToWork(t, work_type); };
   const at::Tensor value = prep(value_in), locations = prep(locations_in),
                    weights = prep(weights_in);
   const at::Tensor spatial_shapes = spatial_shapes_in.contiguous(),
@@ -63,11 +63,7 @@ at::Tensor MsDeformAttnCpu(const at::Tensor& value_in, const at::Tensor& spatial
                     [&](int64_t n, int64_t q0, int64_t q1) { Queries(shape, p, n, q0, q1); });
   };
   if (out.numel() > 0) {
-    if (work_type == at::kDouble) {
-      run(double{});
-    } else {
-      run(float{});
-    }
+    DispatchWork(work_type, run);
   }
   return out.to(in_type);
 }

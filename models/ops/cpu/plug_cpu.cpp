@@ -7,6 +7,7 @@
 
 #include "cpu/cpu_features.h"
 #include "cpu/row_blocks.h"
+#include "cpu/work_type.h"
 #include "gatescope/ops/plug_cpu_kernel.h"
 #include "plug_op.h"
 
@@ -106,9 +107,8 @@ at::Tensor PlugAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_in,
   shape.b_a = g[2];
   shape.b_b = g[3];
   const auto in_type = q_in.scalar_type();
-  // Reduced precision runs in float and is cast back.
-  const auto work_type = (in_type == at::kDouble) ? at::kDouble : at::kFloat;
-  auto prep = [&](const at::Tensor& t) { return t.to(work_type).contiguous(); };
+  const auto work_type = WorkType(in_type);  // cast back to in_type at the end
+  auto prep = [&](const at::Tensor& t) { return ToWork(t, work_type); };
   const at::Tensor q = prep(q_in), k = prep(k_in), v = prep(v_in), qg = prep(q_gate_in),
                    kg = prep(k_gate_in);
   at::Tensor out = at::empty({shape.batch, shape.heads, shape.nq, shape.dv}, q.options());
@@ -124,11 +124,7 @@ at::Tensor PlugAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_in,
     RunCpu<T>(shape, p, q.options());
   };
   if (out.numel() > 0) {
-    if (work_type == at::kDouble) {
-      run(double{});
-    } else {
-      run(float{});
-    }
+    DispatchWork(work_type, run);
   }
   return out.to(in_type);
 }
