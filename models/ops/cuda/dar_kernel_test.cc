@@ -19,6 +19,7 @@
 namespace gatescope::ops {
 namespace {
 
+using testing::FromDevice;
 using testing::HaveDevice;
 using testing::RoundToHalf;
 using testing::ToDevice;
@@ -174,19 +175,15 @@ Result RunCuda(const Problem& p, DarDType dtype) {
       LaunchDarForward(s, dtype, q, k, v, static_cast<const uint8_t*>(mask), out, stats, nullptr),
       0);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<T> staged(out_size);
   Result r;
+  r.out = FromDevice<T>(out, out_size);
   r.row_stats.resize(stats_size);
-  EXPECT_EQ(cudaMemcpy(staged.data(), out, out_size * sizeof(T), cudaMemcpyDeviceToHost),
-            cudaSuccess);
   EXPECT_EQ(
       cudaMemcpy(r.row_stats.data(), stats, stats_size * sizeof(float), cudaMemcpyDeviceToHost),
       cudaSuccess);
   for (void* ptr : {q, k, v, mask, out, static_cast<void*>(stats)}) {
     if (ptr != nullptr) cudaFree(ptr);
   }
-  r.out.resize(out_size);
-  for (size_t i = 0; i < out_size; ++i) r.out[i] = static_cast<float>(staged[i]);
   return r;
 }
 

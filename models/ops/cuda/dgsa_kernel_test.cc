@@ -15,6 +15,7 @@
 namespace gatescope::ops {
 namespace {
 
+using testing::FromDevice;
 using testing::HaveDevice;
 using testing::ToDevice;
 
@@ -65,13 +66,9 @@ std::vector<float> RunCuda(const Problem& p, DgsaDType dtype) {
                               out, nullptr),
             0);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<T> staged(out_size);
-  EXPECT_EQ(cudaMemcpy(staged.data(), out, out_size * sizeof(T), cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  std::vector<float> result = FromDevice<T>(out, out_size);
   for (void* ptr : dev) cudaFree(ptr);
   cudaFree(out);
-  std::vector<float> result(out_size);
-  for (size_t i = 0; i < out_size; ++i) result[i] = static_cast<float>(staged[i]);
   return result;
 }
 

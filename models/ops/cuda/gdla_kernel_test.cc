@@ -19,6 +19,7 @@
 namespace gatescope::ops {
 namespace {
 
+using testing::FromDevice;
 using testing::HaveDevice;
 using testing::MaxScaledDiff;
 using testing::RoundToHalf;
@@ -114,14 +115,10 @@ std::vector<float> RunCuda(const Problem& p, GdlaDType dtype) {
                               static_cast<const float*>(weight), out, workspace, nullptr),
             0);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<T> staged(size);
-  EXPECT_EQ(cudaMemcpy(staged.data(), out, size * sizeof(T), cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  std::vector<float> result = FromDevice<T>(out, size);
   for (void* ptr : {q, k, v, g, lam, weight, out, static_cast<void*>(workspace)}) {
     if (ptr != nullptr) cudaFree(ptr);
   }
-  std::vector<float> result(size);
-  for (size_t i = 0; i < size; ++i) result[i] = static_cast<float>(staged[i]);
   return result;
 }
 

@@ -1,5 +1,6 @@
 // Helpers shared by the CUDA kernel tests (each compares a kernel with its CPU kernel
-// header): device detection, host-to-device staging, fp16 rounding and the scaled error.
+// header): device detection, staging to and from the device, fp16 rounding and the scaled
+// error.
 // Test-only; failures are reported through gtest's EXPECT_*.
 #pragma once
 
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 namespace gatescope::ops::testing {
@@ -29,6 +31,23 @@ void* ToDevice(const std::vector<Src>& host) {
   EXPECT_EQ(cudaMemcpy(dev, staged.data(), staged.size() * sizeof(T), cudaMemcpyHostToDevice),
             cudaSuccess);
   return dev;
+}
+
+// `n` elements of T copied back from device buffer `dev` and converted to Dst (fp16
+// through float).
+template <typename T, typename Dst = float>
+std::vector<Dst> FromDevice(const void* dev, size_t n) {
+  std::vector<T> staged(n);
+  EXPECT_EQ(cudaMemcpy(staged.data(), dev, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<Dst> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<T, __half>) {
+      out[i] = static_cast<Dst>(static_cast<float>(staged[i]));
+    } else {
+      out[i] = static_cast<Dst>(staged[i]);
+    }
+  }
+  return out;
 }
 
 // Rounds every value to the nearest fp16, so a CPU reference sees the GPU's fp16 inputs.

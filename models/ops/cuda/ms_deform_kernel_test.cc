@@ -20,6 +20,7 @@
 namespace gatescope::ops {
 namespace {
 
+using testing::FromDevice;
 using testing::HaveDevice;
 
 struct Dims {
@@ -147,18 +148,8 @@ std::vector<double> RunCuda(const Problem& p, MsDeformDType dtype, int offset = 
       LaunchMsDeformForward(s, dtype, value, shapes, starts, locations, weights, out, nullptr),
       0);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<T> staged(out_size);
-  EXPECT_EQ(cudaMemcpy(staged.data(), out, out_size * sizeof(T), cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  std::vector<double> result = FromDevice<T, double>(out, out_size);
   for (void* ptr : owned) cudaFree(ptr);
-  std::vector<double> result(out_size);
-  for (size_t i = 0; i < out_size; ++i) {
-    if constexpr (std::is_same_v<T, double>) {
-      result[i] = staged[i];
-    } else {
-      result[i] = static_cast<double>(static_cast<float>(staged[i]));
-    }
-  }
   return result;
 }
 
