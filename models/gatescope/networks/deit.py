@@ -91,22 +91,3 @@ class Deit(LayerwiseExplain):
         for blk in self.blocks:
             t, _ = blk(t)
         return {"logits": self.head(self.norm(t)[:, 0])}
-
-    @torch.jit.export
-    def explain_begin(self, x: torch.Tensor) -> torch.Tensor:
-        return self._tokens(x)
-
-    @torch.jit.export
-    def explain_layer(self, t: torch.Tensor, layer: int) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-        """Runs block `layer`; maps: attention [B, H, N, N] (+ plug_gate [B, N, N])."""
-        if layer < 0 or layer >= len(self.blocks):
-            raise ValueError("layer out of range")
-        maps: Dict[str, torch.Tensor] = {}
-        for i, blk in enumerate(self.blocks):
-            if i == layer:
-                t, maps = blk.forward_with_maps(t)
-        return t, maps
-
-    @torch.jit.export
-    def explain_end(self, t: torch.Tensor) -> Dict[str, torch.Tensor]:
-        return {"logits": self.head(self.norm(t)[:, 0])}

@@ -133,26 +133,6 @@ class VisionTransformer(LayerwiseExplain):
             out[name] = torch.stack(values, dim=1)
         return out
 
-    @torch.jit.export
-    def explain_begin(self, x) -> torch.Tensor:
-        return self._tokens(x)
-
-    @torch.jit.export
-    def explain_layer(self, t, layer: int) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-        """Runs block `layer` on tokens `t`; maps: attention [B,H,N,N], and per family gate
-        [B,H,N], resonance [B,H,N,N], vigilance [B,H]."""
-        if layer < 0 or layer >= len(self.blocks):
-            raise ValueError("layer out of range")
-        maps: Dict[str, torch.Tensor] = {}
-        for i, blk in enumerate(self.blocks):
-            if i == layer:
-                t, maps = blk.forward_with_maps(t)
-        return t, maps
-
-    @torch.jit.export
-    def explain_end(self, t) -> Dict[str, torch.Tensor]:
-        return {"logits": self.head(self.norm(t)[:, 0])}
-
 
 def build_classifier(cfg: VitConfig) -> nn.Module:
     if cfg.arch in ("deit", "plug_deit"):
