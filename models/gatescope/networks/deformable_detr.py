@@ -141,10 +141,8 @@ class DeformableTransformerEncoderLayer(nn.Module):
     def forward(self, src: torch.Tensor, pos: torch.Tensor, reference_points: torch.Tensor,
                 spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
                 padding_mask: torch.Tensor) -> torch.Tensor:
-        src2 = self.self_attn(src + pos, reference_points, src, spatial_shapes,
-                              level_start_index, padding_mask)
-        src = self.norm1(src + self.dropout1(src2))
-        return self._ffn(src)
+        return self.forward_with_maps(src, pos, reference_points, spatial_shapes,
+                                      level_start_index, padding_mask)[0]
 
     def forward_with_maps(self, src: torch.Tensor, pos: torch.Tensor,
                           reference_points: torch.Tensor, spatial_shapes: torch.Tensor,
@@ -186,11 +184,8 @@ class DeformableTransformerDecoderLayer(nn.Module):
                 reference_points: torch.Tensor, src: torch.Tensor,
                 spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
                 padding_mask: torch.Tensor) -> torch.Tensor:
-        tgt = self._self(tgt, query_pos)
-        tgt2 = self.cross_attn(tgt + query_pos, reference_points, src, spatial_shapes,
-                               level_start_index, padding_mask)
-        tgt = self.norm1(tgt + self.dropout1(tgt2))
-        return self._ffn(tgt)
+        return self.forward_with_maps(tgt, query_pos, reference_points, src, spatial_shapes,
+                                      level_start_index, padding_mask)[0]
 
     def forward_with_maps(self, tgt: torch.Tensor, query_pos: torch.Tensor,
                           reference_points: torch.Tensor, src: torch.Tensor,
