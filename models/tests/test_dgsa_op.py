@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from baseline_isa import printed_without_avx2
 from gatescope.attention.dgsa import dgsa_reference
 
 
@@ -80,13 +81,7 @@ def test_rejects_bad_arguments(ops, bad):
 
 def test_baseline_isa_path_matches_reference(ops):
     """The non-AVX2 build of the float kernel, forced through GATESCOPE_DISABLE_AVX2."""
-    import os
-    import pathlib
-    import subprocess
-    import sys
-    script = (
-        "import sys, torch; sys.path[:0] = sys.argv[1:3]\n"
-        "from gatescope import ops; ops.load()\n"
+    out = printed_without_avx2(
         "from test_dgsa_op import make_inputs\n"
         "from gatescope.attention.dgsa import dgsa_reference\n"
         "worst = 0.0\n"
@@ -95,8 +90,4 @@ def test_baseline_isa_path_matches_reference(ops):
         "    ref = dgsa_reference(*[t.double() for t in a]).float()\n"
         "    worst = max(worst, float((torch.ops.gatescope.dgsa_attention(*a) - ref).abs().max()))\n"
         "print(worst)\n")
-    here = pathlib.Path(__file__).resolve().parent
-    env = dict(os.environ, GATESCOPE_DISABLE_AVX2="1")
-    out = subprocess.run([sys.executable, "-c", script, str(here.parent), str(here)], env=env,
-                         capture_output=True, text=True, check=True).stdout
     assert float(out.strip()) < 1e-5

@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from baseline_isa import printed_without_avx2
 from gatescope.attention.gdla import GATE_KINDS, gdla_reference
 
 SHAPES = [
@@ -175,13 +176,7 @@ def test_rejects_bad_arguments(ops, bad, message):
 
 def test_baseline_isa_path_matches_reference(ops):
     """The non-AVX2 build of the float kernels, forced through GATESCOPE_DISABLE_AVX2."""
-    import os
-    import pathlib
-    import subprocess
-    import sys
-    script = (
-        "import sys, torch; sys.path[:0] = sys.argv[1:3]\n"
-        "from gatescope import ops; ops.load()\n"
+    out = printed_without_avx2(
         "from test_gdla_op import make_inputs, reference64, scaled_error\n"
         "worst = 0.0\n"
         "for shape in [(2, 2, 49, 16), (1, 2, 700, 32), (1, 1, 33, 64), (1, 2, 20, 10)]:\n"
@@ -189,10 +184,6 @@ def test_baseline_isa_path_matches_reference(ops):
         "    out = torch.ops.gatescope.gdla_attention(*a, 1e-5, 1)\n"
         "    worst = max(worst, scaled_error(out, reference64(*a, 1e-5, 1)))\n"
         "print(worst)\n")
-    here = pathlib.Path(__file__).resolve().parent
-    env = dict(os.environ, GATESCOPE_DISABLE_AVX2="1")
-    out = subprocess.run([sys.executable, "-c", script, str(here.parent), str(here)], env=env,
-                         capture_output=True, text=True, check=True).stdout
     assert float(out.strip()) < 1e-5
 
 
