@@ -1,35 +1,31 @@
-// gatescope-server: flags -> options, wiring, signals, graceful drain.
-// The only file that reads flags.
-#include <ATen/Parallel.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
+// gatescope-server: flags -> ServerOptions, signals -> graceful drain. The only file that
+// reads flags; everything else is Server (server/app).
+//
+// Command-line contract: --help (and --helpfull) print the usage with every flag's default
+// and exit 0; an unknown flag, an unparsable value, a stray argument or a value out of
+// range is reported on stderr and exits 2.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
-
-#include <algorithm>
-#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <memory>
+#include <iostream>
 #include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/app/server.h"
 #include "server/common/log.h"
-#include "server/frontend/grpc/explain_call.h"
-#include "server/frontend/grpc/inference_service.h"
-#include "server/frontend/grpc/kserve_service.h"
-#include "server/metrics/metrics_http_server.h"
-#include "server/metrics/server_metrics.h"
-#include "server/repository/model_repository.h"
-#include "server/runtime/op_library.h"
-#include "server/runtime/torchscript_runner.h"
 
 ABSL_FLAG(std::string, model_repository, "model_repository", "Model repository root");
 ABSL_FLAG(std::string, ops_library, "",
@@ -41,19 +37,20 @@ ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one
 ABSL_FLAG(std::string, port_file, "", "If set, write 'grpc=<port> metrics=<port>' here once serving");
 ABSL_FLAG(int, torch_threads, 0, "Intra-op threads for Torch (0: all cores)");
 ABSL_FLAG(int, max_batch_size, 16,
-          "Default largest batch per execution (capped by the model; config.pbtxt overrides)");
+          "Default largest batch per execution, 1..4096 (capped by the model; config.pbtxt "
+          "overrides)");
 ABSL_FLAG(int, max_queue_size, 256,
           "Default waiting requests per model and priority level before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_queue_delay_us, 0,
           "Default dynamic-batching delay: how long the oldest request may wait for a fuller "
-          "batch (config.pbtxt overrides)");
-ABSL_FLAG(int, instances, 1, "Default model instances (worker threads) per model");
+          "batch, 0..60000000 (config.pbtxt overrides)");
+ABSL_FLAG(int, instances, 1, "Default model instances (worker threads) per model, 1..64");
 ABSL_FLAG(int, drain_seconds, 10, "On SIGINT/SIGTERM, time allowed for in-flight calls");
 ABSL_FLAG(std::string, model_control, "none",
           "none: models are fixed at start; explicit: the KServe v2 repository API may load and "
-          "unload models; poll: as explicit, and the repository directory is also polled for "
-          "new, changed and removed models");
-ABSL_FLAG(int64_t, explain_max_bytes, gatescope::kDefaultExplainMaxBytes,
+          "unload models; poll: the repository directory is polled for new, changed and "
+          "removed models");
+ABSL_FLAG(int64_t, explain_max_bytes, int64_t{256} << 20,
           "Largest peak bytes one explain request may hold (maps of one layer, rollout state, "
           "returned maps; docs/explain.md); larger requests get RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, repository_poll_seconds, 15, "Polling interval with --model_control=poll");
@@ -61,10 +58,91 @@ ABSL_FLAG(int, repository_poll_seconds, 15, "Polling interval with --model_contr
 namespace gatescope {
 namespace {
 
-absl::StatusOr<LoadedRunner> LoadTorchScript(const std::string& path) {
-  auto loaded = TorchScriptRunner::Load(path);
-  if (!loaded.ok()) return loaded.status();
-  return LoadedRunner{std::move(loaded->runner), std::move(loaded->metadata_json)};
+constexpr int kUsageError = 2;
+
+// Abseil 20220623 ends the process with exit(1) both for --help and for a bad command line
+// (there is no hook to change that); our contract is 0 and 2. This handler, armed only
+// while parsing, rewrites that status.
+bool g_parsing = false;
+
+// Whether one of Abseil's own usage flags (--help, --helpfull, --helpon=..., ...) was
+// given, read through its flag registry.
+bool UsageFlagGiven() {
+  for (const char* name : {"help", "helpfull", "helpshort", "helppackage", "version"}) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag != nullptr && flag->CurrentValue() == "true") return true;
+  }
+  for (const char* name : {"helpon", "helpmatch"}) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag != nullptr && !flag->CurrentValue().empty()) return true;
+  }
+  return false;
+}
+
+void RewriteParseExit() {
+  if (!g_parsing) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(UsageFlagGiven() ? 0 : kUsageError);
+}
+
+// Parses flags or exits (0 after --help, 2 on any error).
+void ParseFlagsOrExit(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "serves the TorchScript models of a model repository over gRPC "
+      "(gatescope.v1 and KServe v2) with Prometheus metrics.\n"
+      "usage: gatescope-server [--flag=value ...]");
+  absl::FlagsUsageConfig usage;
+  // --help lists the flags of this file (Abseil's default filter matches none here).
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  };
+  absl::SetFlagsUsageConfig(usage);
+  std::atexit(RewriteParseExit);
+  g_parsing = true;
+  const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  g_parsing = false;
+  if (rest.size() > 1) {
+    std::cerr << "gatescope-server: unexpected argument '" << rest[1]
+              << "' (flags are --name=value; see --help)\n";
+    std::exit(kUsageError);
+  }
+}
+
+absl::StatusOr<ServerOptions> OptionsFromFlags() {
+  ServerOptions o;
+  o.model_repository = absl::GetFlag(FLAGS_model_repository);
+  o.ops_library = absl::GetFlag(FLAGS_ops_library);
+  if (o.ops_library.empty()) {
+    std::error_code ec;
+    const auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /
+                        "../models/ops/libgatescope_ops.so";
+    if (!ec && std::filesystem::exists(beside)) o.ops_library = beside.lexically_normal().string();
+  }
+  o.host = absl::GetFlag(FLAGS_host);
+  o.grpc_port = absl::GetFlag(FLAGS_grpc_port);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
+  o.defaults.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
+  o.defaults.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
+  o.defaults.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  o.defaults.instances = absl::GetFlag(FLAGS_instances);
+  o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
+  o.explain_max_bytes = absl::GetFlag(FLAGS_explain_max_bytes);
+  o.repository_poll_interval = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));
+  const std::string control = absl::GetFlag(FLAGS_model_control);
+  if (control == "none") {
+    o.model_control = ServerOptions::ModelControl::kNone;
+  } else if (control == "explicit") {
+    o.model_control = ServerOptions::ModelControl::kExplicit;
+  } else if (control == "poll") {
+    o.model_control = ServerOptions::ModelControl::kPoll;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model_control = ", control, " (none, explicit or poll)"));
+  }
+  if (absl::Status st = ValidateServerOptions(o); !st.ok()) return st;
+  return o;
 }
 
 // SIGINT/SIGTERM are turned into a byte on a pipe (the handler only write()s, which is
@@ -98,136 +176,37 @@ int AwaitTerminationSignal() {
   return byte;
 }
 
+void WritePortFile(const std::string& path, const Server& server) {
+  if (path.empty()) return;
+  std::ofstream(path + ".tmp") << "grpc=" << server.grpc_port()
+                               << " metrics=" << server.metrics_port() << "\n";
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
 int Run() {
+  absl::StatusOr<ServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::cerr << "gatescope-server: " << options.status().message() << "\n";
+    return kUsageError;
+  }
   if (!InstallSignalHandlers()) {
     GS_LOG(ERROR) << "cannot install signal handlers";
     return 1;
   }
-  const std::string control = absl::GetFlag(FLAGS_model_control);
-  if (control != "none" && control != "explicit" && control != "poll") {
-    GS_LOG(ERROR) << "--model_control must be none, explicit or poll";
+  auto server = Server::Start(*options);
+  if (!server.ok()) {
+    GS_LOG(ERROR) << server.status();
     return 1;
   }
-  const int threads = absl::GetFlag(FLAGS_torch_threads);
-  at::set_num_threads(
-      threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-
-  std::string ops = absl::GetFlag(FLAGS_ops_library);
-  if (ops.empty()) {
-    std::error_code ec;
-    const auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /
-                        "../models/ops/libgatescope_ops.so";
-    if (!ec && std::filesystem::exists(beside)) ops = beside.lexically_normal().string();
-  }
-  if (!ops.empty()) {
-    if (absl::Status st = LoadOpLibrary(ops); !st.ok()) {
-      GS_LOG(ERROR) << st;
-      return 1;
-    }
-    GS_LOG(INFO) << "loaded op library " << ops;
-  }
-
-  auto registry = std::make_shared<prometheus::Registry>();
-  ServerMetrics metrics(registry);
-  RepositoryOptions repo_options;
-  repo_options.root = absl::GetFlag(FLAGS_model_repository);
-  repo_options.defaults.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
-  repo_options.defaults.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
-  repo_options.defaults.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
-  repo_options.defaults.instances = absl::GetFlag(FLAGS_instances);
-  auto repository = ModelRepository::Load(repo_options, LoadTorchScript, &metrics);
-  if (!repository.ok()) {
-    GS_LOG(ERROR) << repository.status();
-    return 1;
-  }
-
-  const std::string host = absl::GetFlag(FLAGS_host);
-  std::unique_ptr<MetricsHttpServer> metrics_server;
-  int metrics_port = -1;
-  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    auto started = MetricsHttpServer::Start(host, absl::GetFlag(FLAGS_metrics_port), registry,
-                                            [&metrics] { metrics.RefreshProcessGauges(); });
-    if (!started.ok()) {
-      GS_LOG(ERROR) << started.status();
-      return 1;
-    }
-    metrics_server = *std::move(started);
-    metrics_port = metrics_server->port();
-  }
-
-  const int64_t explain_max_bytes = absl::GetFlag(FLAGS_explain_max_bytes);
-  InferenceService service(repository->get(), explain_max_bytes);
-  KServeService kserve(repository->get(), control == "explicit", explain_max_bytes);
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int grpc_port = 0;
-  builder.AddListeningPort(absl::StrCat(host, ":", absl::GetFlag(FLAGS_grpc_port)),
-                           grpc::InsecureServerCredentials(), &grpc_port);
-  builder.SetMaxReceiveMessageSize(16 << 20);
-  builder.RegisterService(&service);
-  builder.RegisterService(&kserve);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || grpc_port == 0) {
-    GS_LOG(ERROR) << "cannot listen on " << host << ":" << absl::GetFlag(FLAGS_grpc_port);
-    return 1;
-  }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  // Per model name: SERVING when the version answering unversioned requests is ready.
-  // Overall: SERVING only when every model version loaded. Kept current as models change.
-  ModelRepository* repo = repository->get();
-  auto refresh_overall = [health, repo] {
-    bool all_ready = true;
-    for (const auto& model : repo->List()) all_ready &= model->ready();
-    health->SetServingStatus("", all_ready);
-  };
-  for (const auto& model : repo->List()) {
-    auto current = repo->Find(model->name, "");
-    health->SetServingStatus(model->name, current.ok() && (*current)->ready());
-  }
-  refresh_overall();
-  repo->SetStateListener([health, refresh_overall](const std::string& name, bool ready) {
-    health->SetServingStatus(name, ready);
-    refresh_overall();
-  });
-  std::atomic<bool> stop_polling{false};
-  std::thread poller;
-  if (absl::GetFlag(FLAGS_model_control) == "poll") {
-    const int every = std::max(1, absl::GetFlag(FLAGS_repository_poll_seconds));
-    poller = std::thread([repo, every, &stop_polling] {
-      while (!stop_polling.load()) {
-        for (int i = 0; i < every * 10 && !stop_polling.load(); ++i) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        if (!stop_polling.load()) repo->Poll();
-      }
-    });
-  }
-  GS_LOG(INFO) << "serving gRPC on " << host << ":" << grpc_port << ", metrics on port "
-               << metrics_port;
-  if (const std::string pf = absl::GetFlag(FLAGS_port_file); !pf.empty()) {
-    std::ofstream(pf + ".tmp") << "grpc=" << grpc_port << " metrics=" << metrics_port << "\n";
-    std::rename((pf + ".tmp").c_str(), pf.c_str());
-  }
-
-  std::thread waiter([&] {
+  WritePortFile(absl::GetFlag(FLAGS_port_file), **server);
+  std::thread waiter([&server] {
     const int sig = AwaitTerminationSignal();
     GS_LOG(INFO) << "signal " << sig << ": draining";
-    health->Shutdown();  // every service reports NOT_SERVING
-    service.BeginShutdown();
-    kserve.BeginShutdown();
-    stop_polling = true;
-    if (poller.joinable()) poller.join();
-    // Queued requests run at once (batching delays no longer apply) while gRPC waits for
-    // the calls in flight, up to the drain limit.
-    std::thread flush([repo] { repo->StopAll(); });
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::seconds(absl::GetFlag(FLAGS_drain_seconds)));
-    flush.join();
+    (*server)->Shutdown();
   });
-  server->Wait();
+  (*server)->Wait();
   waiter.join();
-  (*repository)->StopAll();
+  server->reset();
   GS_LOG(INFO) << "stopped";
   return 0;
 }
@@ -236,6 +215,6 @@ int Run() {
 }  // namespace gatescope
 
 int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
+  gatescope::ParseFlagsOrExit(argc, argv);
   return gatescope::Run();
 }

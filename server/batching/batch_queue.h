@@ -29,6 +29,7 @@ class BatchQueue {
     absl::Time client_deadline = absl::InfiniteFuture();  // from the caller
     uint64_t shape_key = 0;  // only entries with equal keys share a batch
     int level = 0;           // 0-based priority level
+    bool alone = false;      // forms a batch of its own
   };
 
   // What to do next. `batch` non-empty: run it now. Otherwise wait until `wake_at` (or a
@@ -47,11 +48,13 @@ class BatchQueue {
   const DynamicBatchingConfig& config() const { return config_; }
 
   // Queues a request. `priority` 0 means the default level; `timeout` is the request's own
-  // queue timeout (used only if the policy allows overrides; zero: none given).
-  // RESOURCE_EXHAUSTED when its level is full, INVALID_ARGUMENT for a bad priority; on
-  // error the payload is left untouched in *payload.
+  // queue timeout (used only if the policy allows overrides; zero: none given); `alone`
+  // entries always form a batch of one. RESOURCE_EXHAUSTED when its level is full,
+  // INVALID_ARGUMENT for a bad priority; on error the payload is left untouched in
+  // *payload.
   absl::Status Push(Payload& payload, absl::Time now, absl::Time client_deadline,
-                    uint64_t shape_key, int priority, absl::Duration timeout) {
+                    uint64_t shape_key, int priority, absl::Duration timeout,
+                    bool alone = false) {
     int level = priority == 0 ? DefaultLevel() : priority - 1;
     if (level < 0 || level >= static_cast<int>(levels_.size())) {
       return absl::InvalidArgumentError(
@@ -67,7 +70,7 @@ class BatchQueue {
     }
     absl::Duration wait = policy.default_timeout;
     if (policy.allow_timeout_override && timeout > absl::ZeroDuration()) wait = timeout;
-    Entry e{std::move(payload), now, now + wait, client_deadline, shape_key, level};
+    Entry e{std::move(payload), now, now + wait, client_deadline, shape_key, level, alone};
     levels_[level].push_back(std::move(e));
     ++size_;
     return absl::OkStatus();
@@ -109,9 +112,10 @@ class BatchQueue {
   }
 
   // Forms the next batch (call TakeExpired first). The batch is led by the first entry in
-  // service order and takes later entries of the same shape key, up to max_batch_size.
-  // It runs now if it is full, if it reaches a preferred size (the largest one reached is
-  // used), if `flush` is set, or once its first entry has waited max_queue_delay.
+  // service order and takes later entries of the same shape key, up to max_batch_size
+  // (an `alone` entry leads a batch of one at once, and joins no other). It runs now if
+  // it is full, if it reaches a preferred size (the largest one reached is used), if
+  // `flush` is set, or once its first entry has waited max_queue_delay.
   Decision Next(absl::Time now, bool flush = false) {
     Decision d;
     std::vector<std::pair<std::deque<Entry>*, size_t>> picks;
@@ -119,12 +123,14 @@ class BatchQueue {
     const int max = config_.max_batch_size;
     ForEachInOrder([&](std::deque<Entry>& q, size_t i) {
       if (head == nullptr) head = &q[i];
-      if (q[i].shape_key == head->shape_key) picks.emplace_back(&q, i);
-      return static_cast<int>(picks.size()) < max;
+      const bool joins = &q[i] == head || (!head->alone && !q[i].alone &&
+                                           q[i].shape_key == head->shape_key);
+      if (joins) picks.emplace_back(&q, i);
+      return !head->alone && static_cast<int>(picks.size()) < max;
     });
     if (head == nullptr) return d;
     size_t take = picks.size();
-    bool run = flush || static_cast<int>(take) >= max;
+    bool run = flush || head->alone || static_cast<int>(take) >= max;
     if (!run) {
       for (auto p = config_.preferred_batch_sizes.rbegin();
            p != config_.preferred_batch_sizes.rend(); ++p) {

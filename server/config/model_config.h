@@ -1,4 +1,6 @@
-// Parsing and validation of a model's self-description (gatescope.json).
+// Parsing of a model's self-description (gatescope.json) and the checks every task
+// shares. Task-specific rules (input kind, outputs, maps) belong to the task
+// (server/tasks), which is chosen from `task` once the common checks pass.
 #pragma once
 
 #include <string_view>
@@ -11,33 +13,26 @@ namespace gatescope {
 using ModelConfig = ::gatescope::v1::ModelConfig;
 using InputSpec = ::gatescope::v1::InputSpec;
 
-// ModelConfig.task values.
-inline constexpr char kImageClassification[] = "image_classification";
-inline constexpr char kImageSegmentation[] = "image_segmentation";
-inline constexpr char kObjectDetection[] = "object_detection";
 // InputSpec.normalization values ("" means kMeanStd).
 inline constexpr char kMeanStd[] = "mean_std";
 inline constexpr char kMinMax[] = "minmax";
 
-// Parses JSON (snake_case or camelCase field names; unknown fields rejected), fills
-// defaults (scale 1/255, color from channel count, mean 0 / std 1) and validates.
-// INVALID_ARGUMENT names the offending field.
+// Parses JSON (snake_case or camelCase field names; unknown fields rejected) and checks
+// what every task needs: a task name, labels, a "logits" output, max_batch_size, layers
+// and heads >= 0, a well-formed token_grid. INVALID_ARGUMENT names the offending field.
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json);
 
-// Checks a config already in memory; same rules as ParseModelConfig. Besides the shape,
-// colour and normalisation of the input: task image_classification, image_segmentation
-// (with 2..256 labels and only "attention" / "gate" maps) or object_detection (outputs
-// "logits" and "boxes", a complete `detection` message, any_size with native_size, maps
-// "sampling_points" / "plug_gate", layers = encoder + decoder layers); outputs include
-// "logits". input.any_size is accepted for every task (classifiers then take pixel
-// tensors of any size too, resized like a segmentation model's); native_size, min_side and
-// max_pixels need it.
-absl::Status ValidateModelConfig(const ModelConfig& config);
+// For tasks whose input is an image: fills defaults (scale 1/255, color from the channel
+// count, mean 0 / std 1 per channel) and checks the input spec: shape [C, H, W] with
+// entries in 1..8192, gray with C = 1 or rgb with C = 3, the normalisation, mean/std per
+// channel, and the any_size bounds (native_size, min_side and max_pixels need any_size).
+absl::Status NormaliseImageInput(InputSpec& input);
 
-// Task image_segmentation.
-bool IsSegmentation(const ModelConfig& config);
-// Task object_detection.
-bool IsDetection(const ModelConfig& config);
+// True if `kind` is among the config's declared maps.
+bool DeclaresMap(const ModelConfig& config, std::string_view kind);
+
+// True if `name` is among the config's declared forward() outputs.
+bool DeclaresOutput(const ModelConfig& config, std::string_view name);
 
 // normalization "minmax".
 bool UsesMinMax(const InputSpec& spec);

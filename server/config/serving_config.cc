@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 
 namespace gatescope {
 namespace {
@@ -18,6 +19,57 @@ class CollectErrors : public google::protobuf::io::ErrorCollector {
   }
   std::string first;
 };
+
+using Group = ::inference::ModelInstanceGroup;
+
+constexpr uint64_t kMaxMicroseconds = uint64_t{1} << 40;
+constexpr int64_t kMaxInstances = 64;
+
+// One group with KIND_AUTO resolved and the GPUs of KIND_GPU listed.
+absl::StatusOr<Group> ResolveGroup(Group g, const DeviceInventory& devices) {
+  if (g.count() < 0) return absl::InvalidArgumentError("instance_group.count must be >= 1");
+  if (g.count() == 0) g.set_count(1);  // Triton's default when count is not given
+  if (g.kind() == Group::KIND_MODEL) {
+    return absl::InvalidArgumentError("instance_group kind KIND_MODEL is not supported");
+  }
+  if (g.kind() == Group::KIND_AUTO) g.set_kind(devices.gpus > 0 ? Group::KIND_GPU : Group::KIND_CPU);
+  if (g.kind() == Group::KIND_CPU) {
+    if (g.gpus_size() > 0) return absl::InvalidArgumentError("instance_group KIND_CPU lists gpus");
+    return g;
+  }
+  for (int device : g.gpus()) {
+    if (device < 0) return absl::InvalidArgumentError("instance_group.gpus must be >= 0");
+  }
+  if (g.gpus_size() == 0) {
+    if (devices.gpus == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "instance_group KIND_GPU: no GPU is visible to this server (", devices.no_gpu_reason,
+          ")"));
+    }
+    for (int d = 0; d < devices.gpus; ++d) g.add_gpus(d);
+  }
+  return g;
+}
+
+absl::StatusOr<std::vector<Group>> ResolveGroups(const ServingDefaults& defaults,
+                                                 const v1::ServingConfig& overrides,
+                                                 const DeviceInventory& devices) {
+  std::vector<Group> groups;
+  if (overrides.instance_group_size() == 0) {
+    Group g;
+    g.set_count(defaults.instances);
+    g.set_kind(Group::KIND_CPU);
+    groups.push_back(std::move(g));
+  }
+  for (const Group& g : overrides.instance_group()) {
+    GS_ASSIGN_OR_RETURN(Group resolved, ResolveGroup(g, devices));
+    groups.push_back(std::move(resolved));
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i].name().empty()) groups[i].set_name(absl::StrCat("group", i));
+  }
+  return groups;
+}
 
 }  // namespace
 
@@ -32,24 +84,25 @@ absl::StatusOr<v1::ServingConfig> ParseServingConfig(std::string_view text) {
   return config;
 }
 
-absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
-                                            int model_max_batch_size,
-                                            const v1::ServingConfig& overrides) {
-  ServingPlan plan;
-  DynamicBatchingConfig& b = plan.batching;
+namespace {
+
+absl::StatusOr<DynamicBatchingConfig> MakeBatching(const ServingDefaults& defaults,
+                                                   int model_max_batch_size,
+                                                   const v1::ServingConfig& overrides) {
+  DynamicBatchingConfig b;
   b.max_batch_size = defaults.max_batch_size;
   if (model_max_batch_size > 0) b.max_batch_size = std::min(b.max_batch_size, model_max_batch_size);
   if (overrides.max_batch_size() > 0) b.max_batch_size = overrides.max_batch_size();
   b.max_queue_delay = defaults.max_queue_delay;
   b.queue_policy.max_queue_size = defaults.max_queue_size;
-  plan.instances = defaults.instances;
-
   if (overrides.has_dynamic_batching()) {
     const auto& db = overrides.dynamic_batching();
     b.preferred_batch_sizes.assign(db.preferred_batch_size().begin(),
                                    db.preferred_batch_size().end());
-    if (db.max_queue_delay_microseconds() > (uint64_t{1} << 40)) {
-      return absl::InvalidArgumentError("max_queue_delay_microseconds must be below 2^40");
+    const auto& qp = db.default_queue_policy();
+    if (db.max_queue_delay_microseconds() > kMaxMicroseconds ||
+        qp.default_timeout_microseconds() > kMaxMicroseconds) {
+      return absl::InvalidArgumentError("timeouts and delays must be below 2^40 microseconds");
     }
     b.max_queue_delay = absl::Microseconds(db.max_queue_delay_microseconds());
     if (db.priority_levels() > kMaxPriorityLevels ||
@@ -60,7 +113,6 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
     b.priority_levels = static_cast<int>(db.priority_levels());
     b.default_priority_level = static_cast<int>(db.default_priority_level());
     if (db.has_default_queue_policy()) {
-      const auto& qp = db.default_queue_policy();
       b.queue_policy.timeout_action = qp.timeout_action() == ::inference::ModelQueuePolicy::DELAY
                                           ? QueuePolicy::TimeoutAction::kDelay
                                           : QueuePolicy::TimeoutAction::kReject;
@@ -68,30 +120,53 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
         b.queue_policy.default_timeout = absl::Microseconds(qp.default_timeout_microseconds());
       }
       b.queue_policy.allow_timeout_override = qp.allow_timeout_override();
-      if (qp.default_timeout_microseconds() > (uint64_t{1} << 40) ||
-          db.max_queue_delay_microseconds() > (uint64_t{1} << 40)) {
-        return absl::InvalidArgumentError("timeouts and delays must be below 2^40 microseconds");
-      }
       if (qp.max_queue_size() > 0) {
         b.queue_policy.max_queue_size = static_cast<int>(qp.max_queue_size());
       }
     }
   }
-  if (overrides.instance_group_size() > 0) {
-    plan.instances = 0;
-    for (const auto& g : overrides.instance_group()) {
-      if (g.count() < 1) return absl::InvalidArgumentError("instance_group.count must be >= 1");
-      if (g.kind() == ::inference::ModelInstanceGroup::KIND_GPU) {
-        return absl::InvalidArgumentError("instance_group kind KIND_GPU: this server runs "
-                                          "models on the CPU");
+  GS_RETURN_IF_ERROR(NormaliseBatchingConfig(b));
+  return b;
+}
+
+// One spec per instance of the resolved groups; INVALID_ARGUMENT unless there are
+// 1..kMaxInstances.
+absl::StatusOr<std::vector<InstanceSpec>> ExpandInstances(const std::vector<Group>& groups) {
+  int64_t total = 0;
+  for (const Group& g : groups) {
+    total += int64_t{g.count()} * (g.kind() == Group::KIND_GPU ? g.gpus_size() : 1);
+  }
+  if (total < 1 || total > kMaxInstances) {
+    return absl::InvalidArgumentError(absl::StrCat("model instances must be in 1..", kMaxInstances));
+  }
+  std::vector<InstanceSpec> out;
+  for (const Group& g : groups) {
+    const bool gpu = g.kind() == Group::KIND_GPU;
+    const std::vector<int> devices =
+        gpu ? std::vector<int>(g.gpus().begin(), g.gpus().end()) : std::vector<int>{0};
+    for (int device : devices) {
+      for (int i = 0; i < g.count(); ++i) {
+        InstanceSpec spec;
+        spec.kind = gpu ? InstanceSpec::Kind::kGpu : InstanceSpec::Kind::kCpu;
+        spec.device = device;
+        spec.name = absl::StrCat(g.name(), "_", out.size());
+        out.push_back(std::move(spec));
       }
-      plan.instances += g.count();
     }
   }
-  if (plan.instances < 1 || plan.instances > 64) {
-    return absl::InvalidArgumentError("model instances must be in 1..64");
-  }
-  if (absl::Status st = NormaliseBatchingConfig(b); !st.ok()) return st;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
+                                            int model_max_batch_size,
+                                            const v1::ServingConfig& overrides,
+                                            const DeviceInventory& devices) {
+  ServingPlan plan;
+  GS_ASSIGN_OR_RETURN(plan.batching, MakeBatching(defaults, model_max_batch_size, overrides));
+  GS_ASSIGN_OR_RETURN(plan.groups, ResolveGroups(defaults, overrides, devices));
+  GS_ASSIGN_OR_RETURN(plan.instances, ExpandInstances(plan.groups));
   return plan;
 }
 

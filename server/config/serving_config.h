@@ -2,10 +2,12 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gatescope/v1/model_config.pb.h"
 #include "server/config/batching_config.h"
+#include "server/config/instance_spec.h"
 
 namespace gatescope {
 
@@ -13,12 +15,16 @@ struct ServingDefaults {
   int max_batch_size = 16;        // capped by the model's own max_batch_size
   int max_queue_size = 256;       // per priority level
   absl::Duration max_queue_delay = absl::ZeroDuration();
-  int instances = 1;
+  int instances = 1;  // CPU instances when config.pbtxt has no instance_group
 };
 
 struct ServingPlan {
   DynamicBatchingConfig batching;
-  int instances = 1;
+  // One per model instance, in group order.
+  std::vector<InstanceSpec> instances;
+  // The instance groups as resolved (KIND_AUTO made CPU or GPU, GPUs listed), for
+  // KServe ModelConfig.
+  std::vector<::inference::ModelInstanceGroup> groups;
 };
 
 // Parses config.pbtxt text (empty text: no overrides). INVALID_ARGUMENT on syntax errors
@@ -26,9 +32,14 @@ struct ServingPlan {
 absl::StatusOr<::gatescope::v1::ServingConfig> ParseServingConfig(std::string_view text);
 
 // Combines server defaults, the archive's max_batch_size (0: none) and the overrides.
-// INVALID_ARGUMENT for out-of-range values.
+// instance_group follows Triton: KIND_CPU `count` instances; KIND_GPU `count` on each of
+// `gpus` (empty: each of the `devices.gpus` visible GPUs); KIND_AUTO as KIND_GPU when a GPU
+// is visible, else as KIND_CPU. INVALID_ARGUMENT for out-of-range values or KIND_MODEL;
+// UNAVAILABLE for KIND_GPU without a visible GPU (with devices.no_gpu_reason). Whether a
+// listed GPU exists is checked when its instance loads.
 absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
                                             int model_max_batch_size,
-                                            const ::gatescope::v1::ServingConfig& overrides);
+                                            const ::gatescope::v1::ServingConfig& overrides,
+                                            const DeviceInventory& devices = {});
 
 }  // namespace gatescope

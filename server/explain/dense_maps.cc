@@ -22,16 +22,10 @@ absl::StatusOr<std::unique_ptr<DenseMapCollector>> DenseMapCollector::Create(
   if (options.gates && !layout.has_gate) {
     return absl::InvalidArgumentError("model has no gate maps");
   }
-  std::unique_ptr<DenseMapCollector> c(new DenseMapCollector(layout, options, max_bytes));
-  if (const int64_t bytes = c->PeakBytes(); bytes > max_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("explanation would hold ", bytes,
-                                                     " bytes, over the server's cap of ", max_bytes,
-                                                     " (--explain_max_bytes)"));
-  }
-  return c;
+  return std::unique_ptr<DenseMapCollector>(new DenseMapCollector(layout, options, max_bytes));
 }
 
-int64_t DenseMapCollector::PeakBytes() const {
+int64_t DenseMapCollector::PeakBytes(ImageSize) const {
   const int64_t h = (layout_.height + kFinestStride - 1) / kFinestStride;
   const int64_t w = (layout_.width + kFinestStride - 1) / kFinestStride;
   const int64_t map = h * w * kFloatBytes;
@@ -40,8 +34,8 @@ int64_t DenseMapCollector::PeakBytes() const {
   return returned * map + kept * layout_.stages * map;
 }
 
-absl::Status DenseMapCollector::Keep(const NamedTensors& maps, const char* kind,
-                                     std::vector<at::Tensor>& into) {
+absl::Status DenseMapCollector::KeepMap(const NamedTensors& maps, const char* kind,
+                                        std::vector<at::Tensor>& into) {
   auto it = maps.find(kind);
   if (it == maps.end()) {
     return absl::InternalError(absl::StrCat("model returned no '", kind, "' map"));
@@ -50,35 +44,24 @@ absl::Status DenseMapCollector::Keep(const NamedTensors& maps, const char* kind,
     return absl::InternalError(absl::StrCat("model's '", kind, "' map has ", it->second.dim(),
                                             " dims, the segmentation contract says [h, w]"));
   }
-  at::Tensor owned = it->second.to(at::kFloat).contiguous().clone();
-  kept_bytes_ += static_cast<int64_t>(owned.nbytes());
-  if (kept_bytes_ > max_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat("explanation maps passed the server's cap of ",
-                                                     max_bytes_, " bytes (--explain_max_bytes)"));
-  }
-  into.push_back(std::move(owned));
+  auto owned = Keep(it->second);
+  if (!owned.ok()) return owned.status();
+  into.push_back(*std::move(owned));
   return absl::OkStatus();
 }
 
-absl::Status DenseMapCollector::AddStage(int stage, const NamedTensors& maps) {
-  if (stage != next_stage_ || stage >= layout_.stages) {
-    return absl::InternalError(absl::StrCat("explain stage ", stage, " out of order"));
-  }
-  ++next_stage_;
+absl::Status DenseMapCollector::Collect(int, const NamedTensors& maps) {
   if (options_.gates) {
-    if (absl::Status st = Keep(maps, "gate", out_.gates); !st.ok()) return st;
+    if (absl::Status st = KeepMap(maps, "gate", out_.gates); !st.ok()) return st;
   }
   if (options_.query_attention) {
-    if (absl::Status st = Keep(maps, "attention", out_.query_attention); !st.ok()) return st;
+    if (absl::Status st = KeepMap(maps, "attention", out_.query_attention); !st.ok()) return st;
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<DenseMaps> DenseMapCollector::Finish() {
-  if (next_stage_ != layout_.stages) {
-    return absl::InternalError(
-        absl::StrCat("explain stopped after ", next_stage_, " of ", layout_.stages, " stages"));
-  }
+  if (absl::Status st = CheckComplete(); !st.ok()) return st;
   return std::move(out_);
 }
 

@@ -11,7 +11,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
-#include "server/runtime/model_runner.h"
+#include "server/explain/map_collector.h"
 
 namespace gatescope {
 
@@ -33,38 +33,33 @@ struct DenseMaps {
   std::vector<at::Tensor> query_attention;  // per stage, float32 [h_s, w_s], if asked
 };
 
-class DenseMapCollector {
+class DenseMapCollector final : public MapCollector {
  public:
   // INVALID_ARGUMENT when the model cannot serve the options (no stages or no attention
-  // maps: it cannot explain; gates of a model without gate maps). RESOURCE_EXHAUSTED when
-  // PeakBytes() exceeds `max_bytes`.
+  // maps: it cannot explain; gates of a model without gate maps).
   static absl::StatusOr<std::unique_ptr<DenseMapCollector>> Create(const DenseMapLayout& layout,
                                                                    const DenseMapOptions& options,
                                                                    int64_t max_bytes);
 
-  // Upper bound of the map bytes the request holds at once, assuming (the model contract)
-  // no stage's grid is finer than [H/4, W/4]: one stage's maps as the model returns them
-  // plus every kept map. AddStage enforces `max_bytes` on the maps actually kept.
-  int64_t PeakBytes() const;
-
-  // Stage `stage`'s maps of one example (batch dim removed), stages in order 0..stages-1.
-  // INTERNAL when a needed map is missing or not 2-D; RESOURCE_EXHAUSTED when the kept
-  // maps pass `max_bytes`.
-  absl::Status AddStage(int stage, const NamedTensors& maps);
+  // Assuming (the model contract) no stage's grid is finer than [H/4, W/4] of the model's
+  // input size (inputs are resized to it, so `input` is not used): one stage's maps as
+  // the model returns them plus every kept map.
+  int64_t PeakBytes(ImageSize input) const override;
 
   // After every stage was added (INTERNAL otherwise).
   absl::StatusOr<DenseMaps> Finish();
 
+ protected:
+  // INTERNAL when a needed map is missing or not 2-D.
+  absl::Status Collect(int stage, const NamedTensors& maps) override;
+
  private:
   DenseMapCollector(const DenseMapLayout& layout, const DenseMapOptions& options, int64_t max_bytes)
-      : layout_(layout), options_(options), max_bytes_(max_bytes) {}
-  absl::Status Keep(const NamedTensors& maps, const char* kind, std::vector<at::Tensor>& into);
+      : MapCollector(layout.stages, max_bytes), layout_(layout), options_(options) {}
+  absl::Status KeepMap(const NamedTensors& maps, const char* kind, std::vector<at::Tensor>& into);
 
   DenseMapLayout layout_;
   DenseMapOptions options_;
-  int64_t max_bytes_;
-  int next_stage_ = 0;
-  int64_t kept_bytes_ = 0;
   DenseMaps out_;
 };
 

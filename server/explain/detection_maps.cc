@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -16,8 +18,37 @@ absl::StatusOr<std::unique_ptr<DetectionMapCollector>> DetectionMapCollector::Cr
   if (options.plug_gates && !layout.has_plug_gate) {
     return absl::InvalidArgumentError("model has no PLuG gates (plug_gates)");
   }
+  if (options.plug_gates &&
+      static_cast<int64_t>(layout.level_strides.size()) != layout.levels) {
+    return absl::InvalidArgumentError("model metadata lacks detection.level_strides");
+  }
   return std::unique_ptr<DetectionMapCollector>(
       new DetectionMapCollector(layout, options, max_bytes));
+}
+
+int64_t DetectionMapCollector::EncoderLayerFloats(ImageSize input) const {
+  if (!layout_.has_plug_gate) return 0;
+  const int64_t h = std::max(input.height, layout_.canvas.height);
+  const int64_t w = std::max(input.width, layout_.canvas.width);
+  int64_t cells = 0;
+  for (int64_t s : layout_.level_strides) {
+    const int64_t stride = std::max<int64_t>(1, s);
+    cells += ((h + stride - 1) / stride) * ((w + stride - 1) / stride);
+  }
+  return layout_.heads * layout_.levels * cells;
+}
+
+int64_t DetectionMapCollector::PeakBytes(ImageSize input) const {
+  constexpr int64_t kFloatBytes = 4;
+  const int64_t m = layout_.heads, l = layout_.levels, p = layout_.points;
+  const int64_t per_query = m * l * p * 3 + (layout_.has_plug_gate ? m * l : 0);
+  const int64_t decoder_layer = layout_.queries * per_query;
+  const int64_t encoder_layer = EncoderLayerFloats(input);
+  int64_t floats = std::max(decoder_layer, encoder_layer);  // one layer as returned
+  floats += layout_.decoder_layers * decoder_layer;          // kept until Finish
+  if (options_.plug_gates) floats += layout_.encoder_layers * encoder_layer;
+  floats += options_.max_detections * layout_.decoder_layers * per_query;  // returned
+  return floats * kFloatBytes;
 }
 
 absl::StatusOr<at::Tensor> DetectionMapCollector::Take(const NamedTensors& maps,
@@ -39,13 +70,7 @@ absl::StatusOr<at::Tensor> DetectionMapCollector::Take(const NamedTensors& maps,
                                             absl::StrJoin(shape, ","), "]",
                                             any_grid ? " (-1: any)" : ""));
   }
-  at::Tensor owned = t.to(at::kFloat).contiguous().clone();
-  kept_bytes_ += static_cast<int64_t>(owned.nbytes());
-  if (kept_bytes_ > max_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat("explanation maps passed the server's cap of ",
-                                                     max_bytes_, " bytes (--explain_max_bytes)"));
-  }
-  return owned;
+  return Keep(t);
 }
 
 absl::Status DetectionMapCollector::AddEncoderLayer(const NamedTensors& maps) {
@@ -75,22 +100,13 @@ absl::Status DetectionMapCollector::AddDecoderLayer(const NamedTensors& maps) {
   return absl::OkStatus();
 }
 
-absl::Status DetectionMapCollector::AddLayer(int layer, const NamedTensors& maps) {
-  const int layers = layout_.encoder_layers + layout_.decoder_layers;
-  if (layer != next_layer_ || layer >= layers) {
-    return absl::InternalError(absl::StrCat("explain layer ", layer, " out of order"));
-  }
-  ++next_layer_;
+absl::Status DetectionMapCollector::Collect(int layer, const NamedTensors& maps) {
   return layer < layout_.encoder_layers ? AddEncoderLayer(maps) : AddDecoderLayer(maps);
 }
 
 absl::StatusOr<DetectionExplanation> DetectionMapCollector::Finish(
     const std::vector<Detection>& detections, int64_t height, int64_t width) {
-  const int layers = layout_.encoder_layers + layout_.decoder_layers;
-  if (next_layer_ != layers) {
-    return absl::InternalError(
-        absl::StrCat("explain stopped after ", next_layer_, " of ", layers, " layers"));
-  }
+  if (absl::Status st = CheckComplete(); !st.ok()) return st;
   DetectionExplanation out;
   const at::Tensor pixels =
       at::tensor({static_cast<float>(width), static_cast<float>(height)}, at::kFloat);
@@ -107,15 +123,10 @@ absl::StatusOr<DetectionExplanation> DetectionMapCollector::Finish(
     maps.sampling_points = pick(locations_) * pixels;
     maps.attention_weights = pick(weights_);
     if (options_.plug_gates) maps.plug_gate = pick(gates_);
-    kept_bytes_ += static_cast<int64_t>(maps.sampling_points.nbytes() +
-                                        maps.attention_weights.nbytes() +
-                                        (options_.plug_gates ? maps.plug_gate.nbytes() : 0));
-    if (kept_bytes_ > max_bytes_) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("explanation maps of ", detections.size(),
-                       " detections pass the server's cap of ", max_bytes_,
-                       " bytes (--explain_max_bytes); ask for fewer (max_detections)"));
-    }
+    absl::Status st = Charge(static_cast<int64_t>(
+        maps.sampling_points.nbytes() + maps.attention_weights.nbytes() +
+        (options_.plug_gates ? maps.plug_gate.nbytes() : 0)));
+    if (!st.ok()) return st;
     out.detections.push_back(std::move(maps));
   }
   out.encoder_plug_gates = std::move(encoder_gates_);

@@ -7,16 +7,10 @@
 #include <ATen/core/Tensor.h>
 
 #include "absl/status/status.h"
+#include "server/common/image_size.h"
 #include "server/config/model_config.h"
 
 namespace gatescope {
-
-// Height and width of an input image.
-struct ImageSize {
-  int64_t height = 0;
-  int64_t width = 0;
-  bool operator==(const ImageSize& o) const { return height == o.height && width == o.width; }
-};
 
 // Bounds on inputs of any size (InputSpec.any_size).
 inline constexpr int64_t kMaxInputSide = 8192;

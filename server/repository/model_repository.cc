@@ -7,13 +7,13 @@
 #include <sstream>
 #include <tuple>
 
-#include <ATen/core/Tensor.h>
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/clock.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
+#include "server/config/model_config.h"
+#include "server/tasks/task_registry.h"
 
 namespace gatescope {
 namespace fs = std::filesystem;
@@ -32,35 +32,7 @@ absl::StatusOr<v1::ServingConfig> ReadServingConfig(const fs::path& model_dir) {
   return ParseServingConfig(text.str());
 }
 
-absl::Status InitModel(ServedModel& model, const fs::path& model_dir, const std::string& path,
-                       const RunnerLoader& loader, const ServingDefaults& defaults) {
-  GS_ASSIGN_OR_RETURN(const v1::ServingConfig overrides, ReadServingConfig(model_dir));
-  GS_ASSIGN_OR_RETURN(LoadedRunner first, loader(path));
-  if (first.metadata_json.empty()) {
-    return absl::InvalidArgumentError("model.pt has no gatescope.json metadata");
-  }
-  GS_ASSIGN_OR_RETURN(model.config, ParseModelConfig(first.metadata_json));
-  GS_ASSIGN_OR_RETURN(model.plan,
-                      MakeServingPlan(defaults, model.config.max_batch_size(), overrides));
-  model.instances.push_back(std::move(first.runner));
-  while (static_cast<int>(model.instances.size()) < model.plan.instances) {
-    GS_ASSIGN_OR_RETURN(LoadedRunner more, loader(path));
-    model.instances.push_back(std::move(more.runner));
-  }
-  std::vector<ModelRunner*> runners;
-  for (auto& r : model.instances) runners.push_back(r.get());
-  model.observer = std::make_unique<MetricsObserver>(model.metrics);
-  GS_ASSIGN_OR_RETURN(model.scheduler,
-                      DynamicBatcher::Create(runners, model.plan.batching, RealClock::Get(),
-                                             model.observer.get()));
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-ServedModel::~ServedModel() {
-  if (scheduler) scheduler->Stop();
-}
 
 bool ModelRepository::VersionLess::operator()(const std::string& a, const std::string& b) const {
   // Numeric names first, by value, then the rest by text; ties broken by text so "01" and
@@ -71,21 +43,59 @@ bool ModelRepository::VersionLess::operator()(const std::string& a, const std::s
 }
 
 absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
-    const RepositoryOptions& options, const RunnerLoader& loader, ServerMetrics* metrics) {
+    const RepositoryOptions& options, RepositoryDeps deps) {
+  if (deps.loader == nullptr || deps.metrics == nullptr || !deps.schedulers ||
+      deps.clock == nullptr) {
+    return absl::InvalidArgumentError("ModelRepository needs a loader, metrics, schedulers, clock");
+  }
   std::error_code ec;
   if (!fs::is_directory(options.root, ec)) {
     return absl::NotFoundError(absl::StrCat("model repository not found: ", options.root));
   }
-  std::unique_ptr<ModelRepository> repo(new ModelRepository(options, loader, metrics));
+  std::unique_ptr<ModelRepository> repo(new ModelRepository(options, std::move(deps)));
   for (const std::string& name : repo->ModelDirectories()) {
     repo->LoadModel(name).IgnoreError();  // a failed model stays listed as not ready
   }
   return repo;
 }
 
-ModelRepository::ModelRepository(RepositoryOptions options, RunnerLoader loader,
-                                 ServerMetrics* metrics)
-    : options_(std::move(options)), loader_(std::move(loader)), metrics_(metrics) {}
+ModelRepository::ModelRepository(RepositoryOptions options, RepositoryDeps deps)
+    : options_(std::move(options)), deps_(std::move(deps)) {}
+
+absl::Status ModelRepository::InitModel(ServedModel& model, const std::string& path) const {
+  const fs::path model_dir = fs::path(options_.root) / model.name;
+  GS_ASSIGN_OR_RETURN(const v1::ServingConfig overrides, ReadServingConfig(model_dir));
+  GS_ASSIGN_OR_RETURN(const std::string json, deps_.loader->ReadMetadata(path));
+  GS_ASSIGN_OR_RETURN(model.config, ParseModelConfig(json));
+  GS_ASSIGN_OR_RETURN(model.task, CreateTask(model.config, options_.tasks));
+  model.config = model.task->config();
+  for (const std::string& ops : model.config.required_ops()) {
+    GS_RETURN_IF_ERROR(deps_.loader->CheckOps(ops));
+  }
+  GS_ASSIGN_OR_RETURN(model.plan, MakeServingPlan(options_.defaults, model.config.max_batch_size(),
+                                                  overrides, deps_.loader->Devices()));
+  return InitInstances(model, path);
+}
+
+absl::Status ModelRepository::InitInstances(ServedModel& model, const std::string& path) const {
+  model.observer = std::make_unique<MetricsObserver>(model.metrics);
+  std::vector<Executor*> executors;
+  for (const InstanceSpec& spec : model.plan.instances) {
+    auto runner = deps_.loader->Load(path, spec);
+    if (!runner.ok()) {
+      return absl::Status(runner.status().code(),
+                          absl::StrCat("instance ", spec.name, " on ", DeviceName(spec), ": ",
+                                       runner.status().message()));
+    }
+    model.instances.push_back(std::make_unique<ModelInstance>(
+        *std::move(runner), model.task.get(), deps_.clock, model.observer.get()));
+    executors.push_back(model.instances.back().get());
+  }
+  GS_ASSIGN_OR_RETURN(model.scheduler,
+                      deps_.schedulers(std::move(executors), model.plan.batching,
+                                       model.observer.get()));
+  return absl::OkStatus();
+}
 
 ModelRepository::~ModelRepository() { StopAll(); }
 
@@ -143,8 +153,8 @@ absl::Status ModelRepository::LoadModelLocked(const std::string& name) {
     auto model = std::make_shared<ServedModel>();
     model->name = name;
     model->version = version_dir.path().filename().string();
-    model->metrics = metrics_->ForModel(name);
-    model->load_status = InitModel(*model, model_dir, file.string(), loader_, options_.defaults);
+    model->metrics = deps_.metrics->ForModel(name);
+    model->load_status = InitModel(*model, file.string());
     if (model->load_status.ok() && model->config.name() != model->name) {
       GS_LOG(WARNING) << "model " << model->name << " declares name '" << model->config.name()
                       << "'; serving it as " << model->name;
@@ -178,7 +188,7 @@ absl::Status ModelRepository::LoadModelLocked(const std::string& name) {
     GS_LOG(ERROR) << "reload of " << name << " failed; still serving the loaded versions";
     return first_error;
   }
-  metrics_->ForModel(name)->ready->Set(any_ready ? 1 : 0);
+  deps_.metrics->ForModel(name)->ready->Set(any_ready ? 1 : 0);
   NotifyState(name);
   StopVersions(old);  // drains requests already queued on the replaced versions
   return any_ready ? absl::OkStatus() : first_error;
@@ -200,7 +210,7 @@ absl::Status ModelRepository::UnloadModelLocked(const std::string& name) {
     models_.erase(it);
     fingerprints_.erase(name);
   }
-  metrics_->ForModel(name)->ready->Set(0);
+  deps_.metrics->ForModel(name)->ready->Set(0);
   NotifyState(name);
   StopVersions(old);
   GS_LOG(INFO) << "unloaded " << name;

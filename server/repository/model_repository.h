@@ -1,4 +1,5 @@
-// The set of served models, read from <root>/<model>/<version>/model.pt at start.
+// The set of served models, read from <root>/<model>/<version>/model.pt (with optional
+// <root>/<model>/config.pbtxt), and changed at run time by load, unload and poll.
 #pragma once
 
 #include <atomic>
@@ -12,43 +13,31 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/batching/dynamic_batcher.h"
+#include "server/batching/scheduler.h"
+#include "server/common/clock.h"
 #include "server/config/serving_config.h"
-#include "server/config/model_config.h"
 #include "server/metrics/server_metrics.h"
-#include "server/repository/metrics_observer.h"
-#include "server/runtime/model_runner.h"
+#include "server/repository/served_model.h"
+#include "server/runtime/model_loader.h"
+#include "server/tasks/task.h"
 
 namespace gatescope {
-
-// One loaded (or failed) model version. Shared by the repository and in-flight requests;
-// immutable after loading except through its thread-safe scheduler.
-struct ServedModel {
-  std::string name;
-  std::string version;
-  absl::Status load_status;  // not OK: the model failed to load and answers UNAVAILABLE
-  ModelConfig config;
-  ModelMetrics* metrics = nullptr;  // owned by ServerMetrics
-  ServingPlan plan;                 // batching and instance count in effect
-  std::vector<std::unique_ptr<ModelRunner>> instances;
-  std::unique_ptr<SchedulerObserver> observer;  // feeds `metrics`
-  std::unique_ptr<Scheduler> scheduler;  // drives `instances`; declared after them, stops first
-  bool ready() const { return load_status.ok(); }
-  ~ServedModel();
-};
 
 struct RepositoryOptions {
   std::string root;
   // Applied to every model, then overridden by <root>/<model>/config.pbtxt if present.
   ServingDefaults defaults;
+  TaskOptions tasks;
 };
 
-// What loading one model file yields: a runner plus its metadata JSON.
-struct LoadedRunner {
-  std::unique_ptr<ModelRunner> runner;
-  std::string metadata_json;
+// What the repository builds models with. Not owned; everything must outlive the
+// repository.
+struct RepositoryDeps {
+  const ModelLoader* loader = nullptr;
+  ServerMetrics* metrics = nullptr;
+  SchedulerFactory schedulers;  // e.g. DynamicBatcher::Factory(clock)
+  const Clock* clock = nullptr;  // for the instances' timings
 };
-using RunnerLoader = std::function<absl::StatusOr<LoadedRunner>(const std::string& path)>;
 
 class ModelRepository {
  public:
@@ -57,13 +46,13 @@ class ModelRepository {
   // LoadModel/UnloadModel.
   using StateListener = std::function<void(const std::string& name, bool ready)>;
 
-  // Scans `options.root` and loads every <model>/<version>/model.pt with `loader` (once per
-  // instance). A model that fails to load, or whose config.pbtxt is invalid, is kept as
-  // not ready (its error logged). NOT_FOUND if root is not a directory. `metrics` is not
-  // owned and must outlive the repository.
+  // Scans `options.root` and loads every <model>/<version>/model.pt: its metadata, its
+  // task (CreateTask), the op libraries it requires, then one runner per instance of its
+  // serving plan, each on its device. A model that fails any step, or whose config.pbtxt
+  // is invalid, is kept as not ready with that reason (logged); the others serve.
+  // NOT_FOUND if root is not a directory; INVALID_ARGUMENT if `deps` is incomplete.
   static absl::StatusOr<std::unique_ptr<ModelRepository>> Load(const RepositoryOptions& options,
-                                                               const RunnerLoader& loader,
-                                                               ServerMetrics* metrics);
+                                                               RepositoryDeps deps);
   ~ModelRepository();
 
   // Loads, or reloads, every version of <root>/<name>. The new versions replace the old
@@ -105,7 +94,9 @@ class ModelRepository {
   };
   using Versions = std::map<std::string, std::shared_ptr<ServedModel>, VersionLess>;
 
-  ModelRepository(RepositoryOptions options, RunnerLoader loader, ServerMetrics* metrics);
+  ModelRepository(RepositoryOptions options, RepositoryDeps deps);
+  absl::Status InitModel(ServedModel& model, const std::string& path) const;
+  absl::Status InitInstances(ServedModel& model, const std::string& path) const;
   absl::Status LoadModelLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   absl::Status UnloadModelLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
@@ -114,8 +105,7 @@ class ModelRepository {
   static void StopVersions(const Versions& versions);
 
   const RepositoryOptions options_;
-  const RunnerLoader loader_;
-  ServerMetrics* const metrics_;
+  const RepositoryDeps deps_;
   absl::Mutex control_mu_;  // held across a whole load / unload / poll; never by Find
   std::atomic<bool> stopped_{false};
   mutable absl::Mutex mu_;

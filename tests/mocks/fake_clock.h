@@ -1,6 +1,14 @@
-// Manually advanced Clock for deterministic tests. Thread-safe.
+// Simulated time: Now() moves only when a test calls Advance, and Advance wakes every
+// AwaitWithDeadline whose deadline it reaches, so delays and timeouts are tested exactly
+// and instantly. Thread-safe.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "server/common/clock.h"
 
@@ -9,18 +17,83 @@ namespace gatescope::testing {
 class FakeClock : public Clock {
  public:
   explicit FakeClock(absl::Time start = absl::UnixEpoch()) : now_(start) {}
+
   absl::Time Now() const override {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&time_mu_);
     return now_;
   }
+
+  bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition,
+                         absl::Time deadline) const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (condition.Eval()) return true;
+    auto waiter = std::make_shared<Waiter>();
+    waiter->mu = &mu;
+    waiter->deadline = deadline;
+    // Lock order: time_mu_ may be taken under a caller's `mu`; waiters_mu_ is taken with
+    // no caller mutex held, and Advance takes callers' mutexes under waiters_mu_.
+    mu.Unlock();
+    {
+      absl::MutexLock lock(&waiters_mu_);
+      if (Now() >= deadline) {
+        waiter->fired = true;
+      } else {
+        waiters_.push_back(waiter);
+      }
+    }
+    mu.Lock();
+    auto woken = [&condition, &waiter] { return waiter->fired.load() || condition.Eval(); };
+    mu.Await(absl::Condition(&woken));
+    mu.Unlock();
+    {
+      absl::MutexLock lock(&waiters_mu_);
+      waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), waiter), waiters_.end());
+    }
+    mu.Lock();
+    return condition.Eval();
+  }
+
+  // Moves time forward and wakes the waits whose deadline it reaches (returns once they
+  // have been told; they run on their own threads).
   void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
+    absl::Time now;
+    {
+      absl::MutexLock lock(&time_mu_);
+      now_ += d;
+      now = now_;
+    }
+    // Held while waking, so no waiter can leave (and free its mutex) meanwhile.
+    absl::MutexLock lock(&waiters_mu_);
+    for (const auto& w : waiters_) {
+      if (w->fired.load() || w->deadline > now) continue;
+      w->fired = true;
+      w->mu->Lock();  // releasing the waiter's mutex makes it re-evaluate its condition
+      w->mu->Unlock();
+    }
+  }
+
+  // Blocks until at least `n` threads wait on this clock with a deadline it has not
+  // reached: a test advances time only once the code under test waits.
+  void AwaitWaiters(int n) const {
+    absl::MutexLock lock(&waiters_mu_);
+    auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_) {
+      int pending = 0;
+      for (const auto& w : waiters_) pending += w->fired.load() ? 0 : 1;
+      return pending >= n;
+    };
+    waiters_mu_.Await(absl::Condition(&enough));
   }
 
  private:
-  mutable absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_);
+  struct Waiter {
+    absl::Mutex* mu = nullptr;
+    absl::Time deadline;
+    std::atomic<bool> fired{false};
+  };
+
+  mutable absl::Mutex time_mu_;
+  absl::Time now_ ABSL_GUARDED_BY(time_mu_);
+  mutable absl::Mutex waiters_mu_;
+  mutable std::vector<std::shared_ptr<Waiter>> waiters_ ABSL_GUARDED_BY(waiters_mu_);
 };
 
 }  // namespace gatescope::testing

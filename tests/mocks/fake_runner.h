@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -16,19 +17,24 @@ class FakeRunner : public ModelRunner {
  public:
   explicit FakeRunner(int classes = 3) : classes_(classes) {}
 
-  absl::StatusOr<NamedTensors> Predict(const at::Tensor& batch) override {
+  absl::StatusOr<NamedTensors> Predict(const ModelInputs& inputs) override {
+    const at::Tensor& batch = inputs.at(0);
     absl::MutexLock lock(&mu_);
     ++entered_;
     mu_.Await(absl::Condition(&open_));
     batch_sizes_.push_back(batch.size(0));
     if (!fail_with_.ok()) return fail_with_;
+    if ((batch.reshape({batch.size(0), -1}).sum(1) > reject_above_).any().item<bool>()) {
+      return absl::InvalidArgumentError("input too large for this model");
+    }
     at::Tensor sums = batch.reshape({batch.size(0), -1}).sum(1, /*keepdim=*/true);
     return NamedTensors{{"logits", sums * at::arange(1, classes_ + 1, at::kFloat)}};
   }
 
-  absl::StatusOr<NamedTensors> Explain(const at::Tensor& batch, int layers,
+  absl::StatusOr<NamedTensors> Explain(const ModelInputs& inputs, int layers,
                                        const std::vector<double>& args,
                                        const LayerMapsVisitor& visit) override {
+    const at::Tensor& batch = inputs.at(0);
     {
       absl::MutexLock lock(&mu_);
       explain_args_.push_back(args);
@@ -37,12 +43,15 @@ class FakeRunner : public ModelRunner {
       absl::Status st = visit(l, {{"layer", at::full({batch.size(0)}, float(l))}});
       if (!st.ok()) return st;
     }
-    return Predict(batch);
+    return Predict(inputs);
   }
 
   void Hold() { absl::MutexLock l(&mu_); open_ = false; }
   void Release() { absl::MutexLock l(&mu_); open_ = true; }
   void FailWith(absl::Status s) { absl::MutexLock l(&mu_); fail_with_ = std::move(s); }
+  // Calls carrying an example whose sum exceeds `v` fail with INVALID_ARGUMENT, as a model
+  // raising ValueError on its input does.
+  void RejectExamplesAbove(float v) { absl::MutexLock l(&mu_); reject_above_ = v; }
   // Blocks until Predict has been entered `n` times.
   void AwaitEntered(int n) {
     absl::MutexLock l(&mu_);
@@ -58,6 +67,7 @@ class FakeRunner : public ModelRunner {
   bool open_ ABSL_GUARDED_BY(mu_) = true;
   int entered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_with_ ABSL_GUARDED_BY(mu_);
+  float reject_above_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<float>::infinity();
   std::vector<int64_t> batch_sizes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<double>> explain_args_ ABSL_GUARDED_BY(mu_);
 };

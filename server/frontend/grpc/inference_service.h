@@ -1,23 +1,23 @@
-// gatescope.v1.Inference over the callback API: handlers validate, hand work to the
-// model's scheduler and return at once; the scheduler's worker finishes each call.
+// gatescope.v1.Inference over the callback API: handlers find the model, let its task
+// check the request and make its job, queue it and return at once; the model instance's
+// worker finishes each call.
 #pragma once
 
 #include <atomic>
-#include <cstdint>
 
 #include "gatescope/v1/inference.grpc.pb.h"
+#include "server/api/request_scheduling.h"
 #include "server/repository/model_repository.h"
 
 namespace gatescope {
 
 class InferenceService final : public ::gatescope::v1::Inference::CallbackService {
  public:
-  // `repository` is not owned and must outlive the gRPC server. Explain requests whose
-  // peak bytes exceed `explain_max_bytes` get RESOURCE_EXHAUSTED.
-  InferenceService(const ModelRepository* repository, int64_t explain_max_bytes)
-      : repository_(repository), explain_max_bytes_(explain_max_bytes) {}
+  // `repository` is not owned and must outlive the gRPC server.
+  explicit InferenceService(const ModelRepository* repository) : repository_(repository) {}
 
-  // After this, new Predict calls get UNAVAILABLE (graceful drain). Thread-safe.
+  // After this, new Predict and Explain calls get UNAVAILABLE (graceful drain).
+  // Thread-safe.
   void BeginShutdown() { shutting_down_.store(true); }
 
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
@@ -34,8 +34,13 @@ class InferenceService final : public ::gatescope::v1::Inference::CallbackServic
       ::gatescope::v1::ModelMetadataResponse* response) override;
 
  private:
+  // The shared body of Predict and Explain: `make_job(task, done)` is the task's method.
+  template <typename Request, typename Response, typename MakeJob>
+  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, const Request& request,
+                                  Response* response,
+                                  const absl::StatusOr<Scheduling>& scheduling, MakeJob make_job);
+
   const ModelRepository* repository_;
-  const int64_t explain_max_bytes_;
   std::atomic<bool> shutting_down_{false};
 };
 

@@ -1,6 +1,7 @@
 // KServe v2 / Open Inference Protocol (inference.GRPCInferenceService) over the callback
-// API. Inference goes through the same schedulers as gatescope.v1; repository load and
-// unload run on their own threads so no gRPC thread blocks.
+// API. Inference goes through the same tasks and schedulers as gatescope.v1; repository
+// load and unload run on their own threads so no gRPC thread blocks. Model information
+// (metadata, config, statistics, index) is in kserve_model_info.cc.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +18,14 @@
 
 namespace gatescope {
 
+// Finishes the call's default reactor with `status` at once.
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& status);
+
 class KServeService final : public ::inference::GRPCInferenceService::CallbackService {
  public:
   // `repository` is not owned and must outlive this service. `explicit_control` allows
   // RepositoryModelLoad/Unload (not with repository polling, which owns the model set).
-  // ModelInfer explanations (request parameter "explain") over `explain_max_bytes` get
-  // RESOURCE_EXHAUSTED.
-  KServeService(ModelRepository* repository, bool explicit_control, int64_t explain_max_bytes);
+  KServeService(ModelRepository* repository, bool explicit_control);
   // Joins repository-control threads still running.
   ~KServeService() override;
 
@@ -70,7 +72,6 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
 
   ModelRepository* const repository_;
   const bool model_control_;
-  const int64_t explain_max_bytes_;
   std::atomic<bool> shutting_down_{false};
   absl::Mutex threads_mu_;
   std::vector<ControlThread> threads_ ABSL_GUARDED_BY(threads_mu_);

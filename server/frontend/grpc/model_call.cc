@@ -12,6 +12,10 @@ void ModelCall::Finish(const absl::Status& status) const {
   reactor->Finish(ToGrpcStatus(status));
 }
 
+CallDone ModelCall::Done() const {
+  return [call = *this](absl::Status status) { call.Finish(status); };
+}
+
 std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
                                         const ModelRepository& repository,
                                         const std::string& name, const std::string& version,
@@ -35,19 +39,19 @@ std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
   return call;
 }
 
-void AttachCallContext(grpc::CallbackServerContext* context, WorkItem& item) {
+absl::Status Submit(const ModelCall& call, grpc::CallbackServerContext* context,
+                    std::unique_ptr<InferenceJob> job, const Scheduling& scheduling) {
+  WorkItem item;
+  item.run_alone = job->explains();
+  item.job = std::move(job);
   item.cancelled = [context] { return context->IsCancelled(); };
   const auto deadline = context->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     item.deadline = absl::FromChrono(deadline);
   }
-}
-
-void Submit(const ModelCall& call, grpc::CallbackServerContext* context, WorkItem item) {
-  AttachCallContext(context, item);
-  if (absl::Status st = call.model->scheduler->Enqueue(std::move(item)); !st.ok()) {
-    call.Finish(st);
-  }
+  item.priority = scheduling.priority;
+  item.timeout = scheduling.timeout;
+  return call.model->scheduler->Enqueue(std::move(item));
 }
 
 }  // namespace gatescope

@@ -1,5 +1,5 @@
-// What every inference RPC does around a model: look it up, check it can take work,
-// attach the call's deadline and cancellation to work items, and finish exactly once
+// What every inference RPC does around a model: look it up, check it can take work, queue
+// its job with the call's deadline, cancellation and scheduling, and finish exactly once
 // while recording the outcome. Shared by the gatescope.v1 and KServe v2 services.
 #pragma once
 
@@ -10,11 +10,15 @@
 #include <optional>
 #include <string>
 
+#include "server/api/request_scheduling.h"
 #include "server/repository/model_repository.h"
+#include "server/tasks/inference_job.h"
+#include "server/tasks/task.h"
 
 namespace gatescope {
 
-// One call on one model. Copyable; the reactor and model outlive every copy's use.
+// One call on one ready model. Copyable; the reactor and model outlive every copy's use
+// (the model is kept alive by the copies, so requests in flight survive a reload).
 struct ModelCall {
   grpc::ServerUnaryReactor* reactor;
   std::shared_ptr<ServedModel> model;
@@ -22,6 +26,9 @@ struct ModelCall {
 
   // Records the outcome in the model's metrics and finishes the reactor. Call once.
   void Finish(const absl::Status& status) const;
+  // Finish, as the callback a task's job calls.
+  CallDone Done() const;
+  const Task& task() const { return *model->task; }
 };
 
 // Finds the model and checks it can take work now. On failure `reactor` (the call's one
@@ -31,12 +38,11 @@ std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
                                         const std::string& name, const std::string& version,
                                         bool shutting_down);
 
-// Makes `item` honour the call's gRPC deadline and cancellation. `context` must outlive
-// the item's completion (it does: the call is finished only from `done`).
-void AttachCallContext(grpc::CallbackServerContext* context, WorkItem& item);
-
-// AttachCallContext, then queues `item` on the call's model; if the queue refuses it
-// (RESOURCE_EXHAUSTED, UNAVAILABLE) the call is finished with that status at once.
-void Submit(const ModelCall& call, grpc::CallbackServerContext* context, WorkItem item);
+// Queues `job` on the call's model, honouring the call's gRPC deadline and cancellation
+// and `scheduling`. If the queue refuses it (RESOURCE_EXHAUSTED, UNAVAILABLE,
+// INVALID_ARGUMENT priority), the job has already been refused with that status, which
+// is returned. `context` must outlive the job (it does: the call ends in the job's done).
+absl::Status Submit(const ModelCall& call, grpc::CallbackServerContext* context,
+                    std::unique_ptr<InferenceJob> job, const Scheduling& scheduling);
 
 }  // namespace gatescope

@@ -198,6 +198,23 @@ TEST(BatchQueueTest, FlushIgnoresTheDelay) {
   EXPECT_EQ(Ids(q.Next(At(0), /*flush=*/true).batch), (std::vector<int>{1}));
 }
 
+TEST(BatchQueueTest, AloneEntriesLeadABatchOfOneAtOnceAndJoinNone) {
+  Queue q(Config(4, 100));
+  int two = 2, four = 4;
+  Push(q, 1, At(0));
+  ASSERT_TRUE(q.Push(two, At(0), absl::InfiniteFuture(), 0, 0, {}, /*alone=*/true).ok());
+  Push(q, 3, At(0));
+  ASSERT_TRUE(q.Push(four, At(0), absl::InfiniteFuture(), 0, 0, {}, /*alone=*/true).ok());
+  // The head (1) waits for a fuller batch and takes 3, skipping the alone entries.
+  auto first = q.Next(At(100));
+  EXPECT_EQ(Ids(first.batch), (std::vector<int>{1, 3}));
+  // An alone head runs at once, before its delay, by itself.
+  auto second = q.Next(At(100));
+  EXPECT_EQ(Ids(second.batch), (std::vector<int>{2}));
+  EXPECT_EQ(Ids(q.Next(At(100)).batch), (std::vector<int>{4}));
+  EXPECT_EQ(q.size(), 0u);
+}
+
 TEST(NormaliseBatchingConfigTest, RejectsBadFields) {
   auto c = Config(4, 0);
   c.preferred_batch_sizes = {8};

@@ -1,321 +1,273 @@
+// The batcher alone: Torch-free jobs, a fake executor and simulated time (no sleeps).
 #include "server/batching/dynamic_batcher.h"
 
-#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <memory>
 #include <thread>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "tests/mocks/fake_clock.h"
-#include "tests/mocks/fake_runner.h"
+#include "tests/mocks/fake_executor.h"
 
 namespace gatescope {
 namespace {
 
 using testing::FakeClock;
-using testing::FakeRunner;
+using testing::FakeExecutor;
+using testing::Outcomes;
+using testing::RecordingJob;
 
-// Collects results of many items; thread-safe.
-struct Results {
-  absl::Mutex mu;
-  std::vector<absl::StatusOr<NamedTensors>> by_index ABSL_GUARDED_BY(mu);
-  int finished ABSL_GUARDED_BY(mu) = 0;
-
-  explicit Results(int n) : by_index(n, absl::UnknownError("not finished")) {}
-  void Await(int n) {
-    absl::MutexLock l(&mu);
-    auto done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return finished >= n; };
-    mu.Await(absl::Condition(&done));
-  }
-};
-
-std::unique_ptr<DynamicBatcher> Make(FakeRunner* runner, const Clock* clock, int max_batch,
-                                     int max_queue, int delay_us = 0) {
+std::unique_ptr<DynamicBatcher> Make(std::vector<Executor*> instances, const Clock* clock,
+                                     int max_batch, int max_queue, int delay_us = 0) {
   DynamicBatchingConfig config;
   config.max_batch_size = max_batch;
   config.queue_policy.max_queue_size = max_queue;
   config.max_queue_delay = absl::Microseconds(delay_us);
-  return DynamicBatcher::Create({runner}, config, clock).value();
+  return DynamicBatcher::Create(std::move(instances), config, clock).value();
 }
 
-WorkItem Item(float value, int index, Results* results) {
+WorkItem Item(int id, Outcomes* outcomes) {
   WorkItem item;
-  item.make_input = [value] { return at::full({2, 2}, value); };
-  item.done = [index, results](absl::StatusOr<NamedTensors> out) {
-    absl::MutexLock l(&results->mu);
-    results->by_index[index] = std::move(out);
-    ++results->finished;
-  };
+  item.job = std::make_unique<RecordingJob>(id, outcomes);
   return item;
 }
 
-TEST(DynamicBatcherTest, BatchesQueuedItemsAndSlicesOutputs) {
-  FakeRunner runner;
+class RecordingObserver : public QueueObserver {
+ public:
+  void QueueDepth(int depth) override {
+    absl::MutexLock l(&mu_);
+    depths.push_back(depth);
+  }
+  void Dequeued(absl::Duration waited) override {
+    absl::MutexLock l(&mu_);
+    waits.push_back(waited);
+  }
+  absl::Mutex mu_;
+  std::vector<int> depths ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Duration> waits ABSL_GUARDED_BY(mu_);
+};
+
+TEST(DynamicBatcherTest, GroupsQueuedJobsUpToTheMaximum) {
+  FakeExecutor executor;
   FakeClock clock;
-  auto batcher = Make(&runner, &clock, 4, 100);
-  Results results(7);
-  runner.Hold();
-  ASSERT_TRUE(batcher->Enqueue(Item(0.f, 0, &results)).ok());
-  runner.AwaitEntered(1);  // the worker is busy with item 0; the rest queue up
-  for (int i = 1; i < 7; ++i) ASSERT_TRUE(batcher->Enqueue(Item(float(i), i, &results)).ok());
+  auto batcher = Make({&executor}, &clock, 4, 100);
+  Outcomes outcomes(7);
+  executor.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  executor.AwaitEntered(1);  // the worker holds job 0; the rest queue up
+  for (int i = 1; i < 7; ++i) ASSERT_TRUE(batcher->Enqueue(Item(i, &outcomes)).ok());
   EXPECT_EQ(batcher->QueueDepth(), 6);
-  runner.Release();
-  results.Await(7);
-  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 4, 2}));
-  absl::MutexLock l(&results.mu);
-  for (int i = 0; i < 7; ++i) {
-    ASSERT_TRUE(results.by_index[i].ok()) << i;
-    const at::Tensor logits = results.by_index[i]->at("logits");
-    ASSERT_EQ(logits.dim(), 1);
-    // sum of a 2x2 tensor filled with i is 4i; times [1, 2, 3]
-    EXPECT_FLOAT_EQ(logits[2].item<float>(), 12.f * i) << i;
-  }
+  executor.Release();
+  outcomes.Await(7);
+  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {1, 2, 3, 4}, {5, 6}}));
+  for (int i = 0; i < 7; ++i) EXPECT_TRUE(outcomes.executed(i)) << i;
 }
 
-TEST(DynamicBatcherTest, ExplainArgsAreComputedAfterTheInputAndReachTheRunner) {
-  FakeRunner runner;
+TEST(DynamicBatcherTest, FullQueueRefusesTheJobAtOnce) {
+  FakeExecutor executor;
   FakeClock clock;
-  auto batcher = Make(&runner, &clock, 4, 100);
-  Results results(3);
-  for (int i = 0; i < 3; ++i) {
-    WorkItem item = Item(1.f, i, &results);
-    auto seen = std::make_shared<int>(0);  // written by make_input, read by explain_args
-    item.make_input = [seen, i] {
-      *seen = 10 + i;
-      return at::ones({2, 2});
-    };
-    auto layers = std::make_shared<std::vector<int>>();
-    item.explain_layers = 2;
-    item.explain_layer = [layers](int l, const NamedTensors& maps) {
-      EXPECT_EQ(maps.at("layer").dim(), 0);  // batch dim removed
-      layers->push_back(l);
-      return absl::OkStatus();
-    };
-    if (i == 1) {
-      item.explain_args = []() -> absl::StatusOr<std::vector<double>> {
-        return absl::InvalidArgumentError("query outside the input");
-      };
-    } else if (i == 2) {
-      item.explain_args = [seen]() -> absl::StatusOr<std::vector<double>> {
-        return std::vector<double>{double(*seen), 0.5};
-      };
-    }
-    ASSERT_TRUE(batcher->Enqueue(std::move(item)).ok());
-  }
-  results.Await(3);
-  // Item 0 has no extra arguments; item 1 never ran; item 2 saw what make_input wrote.
-  EXPECT_EQ(runner.explain_args(),
-            (std::vector<std::vector<double>>{{}, {12.0, 0.5}}));
-  absl::MutexLock l(&results.mu);
-  EXPECT_TRUE(results.by_index[0].ok());
-  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(results.by_index[2].ok());
+  auto batcher = Make({&executor}, &clock, 1, 2);
+  Outcomes outcomes(4);
+  executor.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  executor.AwaitEntered(1);
+  ASSERT_TRUE(batcher->Enqueue(Item(1, &outcomes)).ok());
+  ASSERT_TRUE(batcher->Enqueue(Item(2, &outcomes)).ok());
+  EXPECT_EQ(batcher->Enqueue(Item(3, &outcomes)).code(), absl::StatusCode::kResourceExhausted);
+  // Refused before Enqueue returned, so its call finished exactly once.
+  EXPECT_EQ(outcomes.refused(3), absl::StatusCode::kResourceExhausted);
+  executor.Release();
+  outcomes.Await(4);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(outcomes.executed(i)) << i;
 }
 
-TEST(DynamicBatcherTest, FullQueueIsResourceExhausted) {
-  FakeRunner runner;
+TEST(DynamicBatcherTest, BadPriorityIsRefused) {
+  FakeExecutor executor;
   FakeClock clock;
-  auto batcher = Make(&runner, &clock, 1, 2);
-  Results results(4);
-  runner.Hold();
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
-  runner.AwaitEntered(1);
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 1, &results)).ok());
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 2, &results)).ok());
-  const absl::Status st = batcher->Enqueue(Item(1.f, 3, &results));
-  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
-  runner.Release();
-  results.Await(3);  // the accepted ones still finish
-  absl::MutexLock l(&results.mu);
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(results.by_index[i].ok());
-  EXPECT_EQ(results.by_index[3].status().code(), absl::StatusCode::kUnknown);  // never called
+  auto batcher = Make({&executor}, &clock, 4, 10);
+  Outcomes outcomes(1);
+  WorkItem item = Item(0, &outcomes);
+  item.priority = 2;  // the model has a single level
+  EXPECT_EQ(batcher->Enqueue(std::move(item)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(outcomes.refused(0), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(DynamicBatcherTest, BadInputFailsAloneAndOthersRun) {
-  FakeRunner runner;
+TEST(DynamicBatcherTest, JobsPastTheirDeadlineAreRefusedUnrun) {
+  FakeExecutor executor;
   FakeClock clock;
-  auto batcher = Make(&runner, &clock, 8, 100);
-  Results results(3);
-  runner.Hold();
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
-  runner.AwaitEntered(1);
-  WorkItem bad = Item(0.f, 1, &results);
-  bad.make_input = [] { return absl::StatusOr<at::Tensor>(absl::InvalidArgumentError("bad")); };
-  ASSERT_TRUE(batcher->Enqueue(std::move(bad)).ok());
-  ASSERT_TRUE(batcher->Enqueue(Item(2.f, 2, &results)).ok());
-  runner.Release();
-  results.Await(3);
-  absl::MutexLock l(&results.mu);
-  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(results.by_index[2].ok());
-  EXPECT_FLOAT_EQ(results.by_index[2]->at("logits")[0].item<float>(), 8.f);
-  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1}));
-}
-
-TEST(DynamicBatcherTest, ExpiredItemsAreNotRun) {
-  FakeRunner runner;
-  FakeClock clock;
-  auto batcher = Make(&runner, &clock, 8, 100);
-  Results results(3);
-  runner.Hold();
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
-  runner.AwaitEntered(1);
-  WorkItem late = Item(1.f, 1, &results);
+  auto batcher = Make({&executor}, &clock, 8, 100);
+  Outcomes outcomes(3);
+  executor.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  executor.AwaitEntered(1);
+  WorkItem late = Item(1, &outcomes);
   late.deadline = clock.Now() + absl::Seconds(1);
-  WorkItem fine = Item(1.f, 2, &results);
+  WorkItem fine = Item(2, &outcomes);
   fine.deadline = clock.Now() + absl::Seconds(10);
   ASSERT_TRUE(batcher->Enqueue(std::move(late)).ok());
   ASSERT_TRUE(batcher->Enqueue(std::move(fine)).ok());
   clock.Advance(absl::Seconds(5));
-  runner.Release();
-  results.Await(3);
-  absl::MutexLock l(&results.mu);
-  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_TRUE(results.by_index[2].ok());
-  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1}));
+  executor.Release();
+  outcomes.Await(3);
+  EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(outcomes.executed(2));
+  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {2}}));
 }
 
-TEST(DynamicBatcherTest, RunnerErrorReachesEveryItemOfTheBatch) {
-  FakeRunner runner;
+TEST(DynamicBatcherTest, CancelledJobsAreRefusedUnrun) {
+  FakeExecutor executor;
   FakeClock clock;
-  auto batcher = Make(&runner, &clock, 8, 100);
-  runner.FailWith(absl::InternalError("boom"));
-  Results results(2);
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 1, &results)).ok());
-  results.Await(2);
-  absl::MutexLock l(&results.mu);
-  EXPECT_EQ(results.by_index[0].status().code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInternal);
-}
-
-TEST(DynamicBatcherTest, StopDrainsThenRefuses) {
-  FakeRunner runner;
-  FakeClock clock;
-  auto batcher = Make(&runner, &clock, 2, 100);
-  Results results(5);
-  runner.Hold();
-  for (int i = 0; i < 5; ++i) ASSERT_TRUE(batcher->Enqueue(Item(1.f, i, &results)).ok());
-  runner.AwaitEntered(1);
-  runner.Release();
-  batcher->Stop();
-  {
-    absl::MutexLock l(&results.mu);
-    EXPECT_EQ(results.finished, 5);
-  }
-  EXPECT_EQ(batcher->Enqueue(Item(1.f, 0, &results)).code(), absl::StatusCode::kUnavailable);
-}
-
-TEST(DynamicBatcherTest, ThrowingInputAndCancelledItemsFinishAlone) {
-  FakeRunner runner;
-  FakeClock clock;
-  auto batcher = Make(&runner, &clock, 8, 100);
-  Results results(4);
-  runner.Hold();
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
-  runner.AwaitEntered(1);
-  WorkItem throws = Item(0.f, 1, &results);
-  throws.make_input = []() -> absl::StatusOr<at::Tensor> { throw std::runtime_error("oops"); };
-  WorkItem gone = Item(0.f, 2, &results);
+  auto batcher = Make({&executor}, &clock, 8, 100);
+  Outcomes outcomes(3);
+  executor.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  executor.AwaitEntered(1);
+  WorkItem gone = Item(1, &outcomes);
   gone.cancelled = [] { return true; };
-  ASSERT_TRUE(batcher->Enqueue(std::move(throws)).ok());
   ASSERT_TRUE(batcher->Enqueue(std::move(gone)).ok());
-  ASSERT_TRUE(batcher->Enqueue(Item(3.f, 3, &results)).ok());
-  runner.Release();
-  results.Await(4);
-  absl::MutexLock l(&results.mu);
-  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInternal);
-  EXPECT_NE(std::string(results.by_index[1].status().message()).find("oops"), std::string::npos);
-  EXPECT_EQ(results.by_index[2].status().code(), absl::StatusCode::kCancelled);
-  ASSERT_TRUE(results.by_index[3].ok());
-  EXPECT_FLOAT_EQ(results.by_index[3]->at("logits")[0].item<float>(), 12.f);
-  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1}));
+  ASSERT_TRUE(batcher->Enqueue(Item(2, &outcomes)).ok());
+  executor.Release();
+  outcomes.Await(3);
+  EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kCancelled);
+  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {2}}));
 }
 
-TEST(DynamicBatcherTest, RejectsBadOptions) {
-  FakeRunner runner;
+TEST(DynamicBatcherTest, RunAloneJobsAreGroupedWithNoOther) {
+  FakeExecutor executor;
   FakeClock clock;
-  DynamicBatchingConfig bad;
-  bad.max_batch_size = 0;
-  EXPECT_FALSE(DynamicBatcher::Create({&runner}, bad, &clock).ok());
-  EXPECT_FALSE(DynamicBatcher::Create({nullptr}, DynamicBatchingConfig(), &clock).ok());
-  EXPECT_FALSE(DynamicBatcher::Create({}, DynamicBatchingConfig(), &clock).ok());
-}
-
-TEST(DynamicBatcherTest, WaitsForAFullerBatchWithinTheDelay) {
-  FakeRunner runner;
-  const Clock* clock = RealClock::Get();
-  DynamicBatchingConfig config;
-  config.max_batch_size = 4;
-  config.max_queue_delay = absl::Seconds(30);  // only a full batch may run
-  auto batcher = DynamicBatcher::Create({&runner}, config, clock).value();
-  Results results(4);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(batcher->Enqueue(Item(float(i), i, &results)).ok());
-  absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_TRUE(runner.batch_sizes().empty());  // three are waiting for a fourth
-  ASSERT_TRUE(batcher->Enqueue(Item(3.f, 3, &results)).ok());
-  results.Await(4);
-  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{4}));
-}
-
-TEST(DynamicBatcherTest, DifferentShapesRunInSeparateCalls) {
-  FakeRunner runner;
-  FakeClock clock;
-  auto batcher = Make(&runner, &clock, 8, 100);
-  Results results(4);
-  runner.Hold();
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
-  runner.AwaitEntered(1);
-  for (int i = 1; i < 4; ++i) {
-    WorkItem item = Item(1.f, i, &results);
-    if (i == 2) item.make_input = [] { return at::full({3, 3}, 1.f); };  // other shape
+  auto batcher = Make({&executor}, &clock, 8, 100);
+  Outcomes outcomes(6);
+  executor.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  executor.AwaitEntered(1);
+  for (int i = 1; i < 6; ++i) {
+    WorkItem item = Item(i, &outcomes);
+    item.run_alone = i == 2 || i == 3;  // e.g. explanation passes
     ASSERT_TRUE(batcher->Enqueue(std::move(item)).ok());
   }
-  runner.Release();
-  results.Await(4);
-  absl::MutexLock l(&results.mu);
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(results.by_index[i].ok()) << i;
-  EXPECT_FLOAT_EQ(results.by_index[2]->at("logits")[0].item<float>(), 9.f);  // 3x3 of ones
-  EXPECT_FLOAT_EQ(results.by_index[3]->at("logits")[0].item<float>(), 4.f);
-  auto sizes = runner.batch_sizes();
-  std::sort(sizes.begin() + 1, sizes.end());
-  EXPECT_EQ(sizes, (std::vector<int64_t>{1, 1, 2}));
+  executor.Release();
+  outcomes.Await(6);
+  EXPECT_EQ(executor.groups(),
+            (std::vector<std::vector<int>>{{0}, {1, 4, 5}, {2}, {3}}));
 }
 
-TEST(DynamicBatcherTest, StopFromSeveralThreadsAtOnce) {
-  FakeRunner runner;
+TEST(DynamicBatcherTest, WaitsForAFullerGroupExactlyTheDelay) {
+  FakeExecutor executor;
   FakeClock clock;
-  auto batcher = Make(&runner, &clock, 4, 100);
-  Results results(3);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(batcher->Enqueue(Item(1.f, i, &results)).ok());
+  RecordingObserver observer;
+  DynamicBatchingConfig config;
+  config.max_batch_size = 4;
+  config.max_queue_delay = absl::Microseconds(100);
+  auto batcher = DynamicBatcher::Create({&executor}, config, &clock, &observer).value();
+  Outcomes outcomes(7);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(batcher->Enqueue(Item(i, &outcomes)).ok());
+  clock.AwaitWaiters(1);  // the worker waits for a fourth job or the delay
+  clock.Advance(absl::Microseconds(99));
+  EXPECT_TRUE(executor.groups().empty());
+  clock.Advance(absl::Microseconds(1));  // the delay has passed: three go
+  outcomes.Await(3);
+  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0, 1, 2}}));
+  // A full group goes at once, without waiting for the delay.
+  for (int i = 3; i < 7; ++i) ASSERT_TRUE(batcher->Enqueue(Item(i, &outcomes)).ok());
+  outcomes.Await(7);
+  EXPECT_EQ(executor.groups().back(), (std::vector<int>{3, 4, 5, 6}));
+  absl::MutexLock l(&observer.mu_);
+  EXPECT_EQ(observer.waits.front(), absl::Microseconds(100));
+  EXPECT_EQ(observer.waits.back(), absl::ZeroDuration());
+  EXPECT_EQ(observer.depths.back(), 0);
+}
+
+TEST(DynamicBatcherTest, QueueTimeoutRefusesAtTheDeadlineWithoutSleeping) {
+  FakeExecutor executor;
+  FakeClock clock;
+  DynamicBatchingConfig config;
+  config.max_batch_size = 4;
+  config.max_queue_delay = absl::Seconds(10);  // would hold the job far longer
+  config.queue_policy.default_timeout = absl::Milliseconds(5);
+  auto batcher = DynamicBatcher::Create({&executor}, config, &clock).value();
+  Outcomes outcomes(1);
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  clock.AwaitWaiters(1);
+  clock.Advance(absl::Milliseconds(5));
+  outcomes.Await(1);
+  EXPECT_EQ(outcomes.refused(0), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(executor.groups().empty());
+}
+
+TEST(DynamicBatcherTest, StopRunsEverythingQueuedThenRefuses) {
+  FakeExecutor executor;
+  FakeClock clock;
+  auto batcher = Make({&executor}, &clock, 2, 100, /*delay_us=*/1000000);
+  Outcomes outcomes(6);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(batcher->Enqueue(Item(i, &outcomes)).ok());
+  batcher->Stop();  // no time passes: the delay no longer applies
+  EXPECT_EQ(outcomes.finished(), 5);
+  EXPECT_EQ(executor.sizes(), (std::vector<size_t>{2, 2, 1}));
+  EXPECT_EQ(batcher->Enqueue(Item(5, &outcomes)).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(outcomes.refused(5), absl::StatusCode::kUnavailable);
+}
+
+TEST(DynamicBatcherTest, StopFromSeveralThreadsAtOnceDrainsOnce) {
+  FakeExecutor executor;
+  FakeClock clock;
+  auto batcher = Make({&executor}, &clock, 4, 100);
+  Outcomes outcomes(3);
+  executor.Hold();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(batcher->Enqueue(Item(i, &outcomes)).ok());
   std::thread a([&] { batcher->Stop(); });
   std::thread b([&] { batcher->Stop(); });
+  executor.Release();
   a.join();
   b.join();
-  results.Await(3);
+  // Both returned only after the drain: every job ran, exactly once.
+  EXPECT_EQ(outcomes.finished(), 3);
+  size_t ran = 0;
+  for (const auto& g : executor.groups()) ran += g.size();
+  EXPECT_EQ(ran, 3u);
 }
 
 TEST(DynamicBatcherTest, InstancesRunConcurrently) {
-  FakeRunner a, b;
+  FakeExecutor a, b;
   FakeClock clock;
-  DynamicBatchingConfig config;
-  config.max_batch_size = 1;
-  auto batcher = DynamicBatcher::Create({&a, &b}, config, &clock).value();
-  Results results(2);
+  auto batcher = Make({&a, &b}, &clock, 1, 100);
+  Outcomes outcomes(2);
   a.Hold();
   b.Hold();
-  ASSERT_TRUE(batcher->Enqueue(Item(1.f, 0, &results)).ok());
-  ASSERT_TRUE(batcher->Enqueue(Item(2.f, 1, &results)).ok());
-  a.AwaitEntered(1);  // both instances hold one request at the same time
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  ASSERT_TRUE(batcher->Enqueue(Item(1, &outcomes)).ok());
+  a.AwaitEntered(1);  // both instances hold one job at the same time
   b.AwaitEntered(1);
   a.Release();
   b.Release();
-  results.Await(2);
+  outcomes.Await(2);
+  EXPECT_EQ(a.sizes().size() + b.sizes().size(), 2u);
+}
+
+TEST(DynamicBatcherTest, AThrowingInstanceDoesNotStopItsWorker) {
+  FakeExecutor executor;
+  FakeClock clock;
+  auto batcher = Make({&executor}, &clock, 1, 100);
+  Outcomes outcomes(2);
+  executor.ThrowNext();
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  executor.AwaitEntered(1);
+  ASSERT_TRUE(batcher->Enqueue(Item(1, &outcomes)).ok());
+  outcomes.Await(1);
+  EXPECT_TRUE(outcomes.executed(1));
+  EXPECT_EQ(executor.groups().size(), 2u);
+}
+
+TEST(DynamicBatcherTest, RejectsBadOptions) {
+  FakeExecutor executor;
+  FakeClock clock;
+  DynamicBatchingConfig bad;
+  bad.max_batch_size = 0;
+  EXPECT_EQ(DynamicBatcher::Create({&executor}, bad, &clock).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(DynamicBatcher::Create({nullptr}, DynamicBatchingConfig(), &clock).ok());
+  EXPECT_FALSE(DynamicBatcher::Create({}, DynamicBatchingConfig(), &clock).ok());
+  EXPECT_FALSE(DynamicBatcher::Create({&executor}, DynamicBatchingConfig(), nullptr).ok());
 }
 
 }  // namespace

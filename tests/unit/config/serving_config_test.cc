@@ -27,7 +27,7 @@ TEST(ServingConfigTest, TritonStyleFieldsBecomeAPlan) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   auto plan = MakeServingPlan(ServingDefaults(), /*model_max_batch_size=*/64, *parsed);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->instances, 3);
+  EXPECT_EQ(plan->instances.size(), 3u);
   const DynamicBatchingConfig& b = plan->batching;
   EXPECT_EQ(b.max_batch_size, 32);
   EXPECT_EQ(b.preferred_batch_sizes, (std::vector<int>{8, 16}));
@@ -51,7 +51,7 @@ TEST(ServingConfigTest, DefaultsWithoutConfigFile) {
   EXPECT_EQ(plan->batching.max_queue_delay, absl::Microseconds(300));
   EXPECT_EQ(plan->batching.queue_policy.max_queue_size, 256);
   EXPECT_EQ(plan->batching.queue_policy.default_timeout, absl::InfiniteDuration());
-  EXPECT_EQ(plan->instances, 2);
+  EXPECT_EQ(plan->instances.size(), 2u);
 }
 
 TEST(ServingConfigTest, RejectsBadText) {
@@ -66,14 +66,57 @@ TEST(ServingConfigTest, RejectsBadValues) {
   auto preferred = ParseServingConfig(
       "max_batch_size: 4 dynamic_batching { preferred_batch_size: 8 }").value();
   EXPECT_FALSE(MakeServingPlan(ServingDefaults(), 0, preferred).ok());
-  auto instances = ParseServingConfig("instance_group { count: 0 }").value();
+  auto instances = ParseServingConfig("instance_group { count: -1 }").value();
   EXPECT_FALSE(MakeServingPlan(ServingDefaults(), 0, instances).ok());
+  auto unset = ParseServingConfig("instance_group { kind: KIND_CPU }").value();
+  EXPECT_EQ(MakeServingPlan(ServingDefaults(), 0, unset).value().instances.size(), 1u);
   auto gpu = ParseServingConfig("instance_group { count: 1 kind: KIND_GPU }").value();
-  EXPECT_FALSE(MakeServingPlan(ServingDefaults(), 0, gpu).ok());
+  EXPECT_EQ(MakeServingPlan(ServingDefaults(), 0, gpu).status().code(),
+            absl::StatusCode::kUnavailable);  // no GPU visible
   auto cpu = ParseServingConfig("instance_group { count: 2 kind: KIND_CPU }").value();
-  EXPECT_EQ(MakeServingPlan(ServingDefaults(), 0, cpu).value().instances, 2);
+  EXPECT_EQ(MakeServingPlan(ServingDefaults(), 0, cpu).value().instances.size(), 2u);
+  auto model = ParseServingConfig("instance_group { kind: KIND_MODEL }").value();
+  EXPECT_EQ(MakeServingPlan(ServingDefaults(), 0, model).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto too_many = ParseServingConfig("instance_group { count: 65 }").value();
+  EXPECT_FALSE(MakeServingPlan(ServingDefaults(), 0, too_many).ok());
   auto priority = ParseServingConfig("dynamic_batching { priority_levels: 2 }").value();
   EXPECT_FALSE(MakeServingPlan(ServingDefaults(), 0, priority).ok());
+}
+
+TEST(ServingConfigTest, InstanceGroupsFollowTritonOnDevices) {
+  DeviceInventory two_gpus{2, ""};
+  // count instances on each listed GPU, in order.
+  auto listed = ParseServingConfig(
+      "instance_group { name: \"g\" count: 2 kind: KIND_GPU gpus: [1, 0] }").value();
+  auto plan = MakeServingPlan(ServingDefaults(), 0, listed, two_gpus).value();
+  ASSERT_EQ(plan.instances.size(), 4u);
+  std::vector<int> devices;
+  for (const InstanceSpec& s : plan.instances) {
+    EXPECT_EQ(s.kind, InstanceSpec::Kind::kGpu);
+    devices.push_back(s.device);
+  }
+  EXPECT_EQ(devices, (std::vector<int>{1, 1, 0, 0}));
+  EXPECT_EQ(plan.instances[3].name, "g_3");
+  EXPECT_EQ(DeviceName(plan.instances[0]), "GPU 1");
+  // No gpus listed: every visible GPU; KIND_AUTO is GPU when there is one, else CPU.
+  auto every = ParseServingConfig("instance_group { kind: KIND_GPU }").value();
+  EXPECT_EQ(MakeServingPlan(ServingDefaults(), 0, every, two_gpus).value().instances.size(), 2u);
+  auto automatic = ParseServingConfig("instance_group { kind: KIND_AUTO count: 3 }").value();
+  auto on_gpu = MakeServingPlan(ServingDefaults(), 0, automatic, two_gpus).value();
+  EXPECT_EQ(on_gpu.groups[0].kind(), ::inference::ModelInstanceGroup::KIND_GPU);
+  EXPECT_EQ(on_gpu.instances.size(), 6u);
+  auto on_cpu = MakeServingPlan(ServingDefaults(), 0, automatic, DeviceInventory{}).value();
+  EXPECT_EQ(on_cpu.groups[0].kind(), ::inference::ModelInstanceGroup::KIND_CPU);
+  EXPECT_EQ(on_cpu.instances.size(), 3u);
+  EXPECT_EQ(DeviceName(on_cpu.instances[0]), "CPU");
+  // Without a visible GPU, the reason the runtime gives is kept.
+  auto none = MakeServingPlan(ServingDefaults(), 0, every, DeviceInventory{0, "no CUDA here"});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(none.status().message().find("no CUDA here"), absl::string_view::npos);
+  auto cpu_with_gpus = ParseServingConfig("instance_group { kind: KIND_CPU gpus: [0] }").value();
+  EXPECT_EQ(MakeServingPlan(ServingDefaults(), 0, cpu_with_gpus, two_gpus).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ TEST(DenseMapCollectorTest, KeepsTheAskedMapsPerStage) {
   options.query_attention = true;
   auto c = DenseMapCollector::Create(Gdla(), options, 1 << 20);
   ASSERT_TRUE(c.ok()) << c.status();
-  for (int s = 0; s < 3; ++s) ASSERT_TRUE((*c)->AddStage(s, Stage(s)).ok());
+  for (int s = 0; s < 3; ++s) ASSERT_TRUE((*c)->AddLayer(s, Stage(s)).ok());
   auto maps = (*c)->Finish();
   ASSERT_TRUE(maps.ok()) << maps.status();
   ASSERT_EQ(maps->gates.size(), 3u);
@@ -50,7 +50,7 @@ TEST(DenseMapCollectorTest, GatesOnlyWhenTheModelHasThem) {
   auto c = DenseMapCollector::Create(la, query, 1 << 20);
   ASSERT_TRUE(c.ok()) << c.status();
   NamedTensors attention_only = {{"attention", at::ones({14, 12})}};
-  EXPECT_TRUE((*c)->AddStage(0, attention_only).ok());
+  EXPECT_TRUE((*c)->AddLayer(0, attention_only).ok());
   la.has_attention = false;
   EXPECT_EQ(DenseMapCollector::Create(la, query, 1 << 20).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -63,14 +63,16 @@ TEST(DenseMapCollectorTest, BytesAreBounded) {
   auto c = DenseMapCollector::Create(Gdla(), options, 1 << 20);
   ASSERT_TRUE(c.ok());
   // Finest grid 56 x 48 floats: two returned maps plus 2 kinds x 3 stages kept.
-  EXPECT_EQ((*c)->PeakBytes(), 8 * 56 * 48 * 4);
-  EXPECT_EQ(DenseMapCollector::Create(Gdla(), options, 8 * 56 * 48 * 4 - 1).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ((*c)->PeakBytes({}), 8 * 56 * 48 * 4);
+  auto over = DenseMapCollector::Create(Gdla(), options, 8 * 56 * 48 * 4 - 1);
+  ASSERT_TRUE(over.ok());
+  EXPECT_EQ((*over)->CheckBudget({}).code(), absl::StatusCode::kResourceExhausted);
   // A model returning finer maps than its contract says is caught while they are kept.
   auto tight = DenseMapCollector::Create(Gdla(), options, 8 * 56 * 48 * 4);
   ASSERT_TRUE(tight.ok());
+  EXPECT_TRUE((*tight)->CheckBudget({}).ok());
   NamedTensors huge = {{"gate", at::zeros({224, 192})}, {"attention", at::zeros({224, 192})}};
-  EXPECT_EQ((*tight)->AddStage(0, huge).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ((*tight)->AddLayer(0, huge).code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST(DenseMapCollectorTest, StagesInOrderWithWellFormedMaps) {
@@ -78,9 +80,9 @@ TEST(DenseMapCollectorTest, StagesInOrderWithWellFormedMaps) {
   options.gates = true;
   auto c = DenseMapCollector::Create(Gdla(), options, 1 << 20);
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ((*c)->AddStage(1, Stage(1)).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ((*c)->AddLayer(1, Stage(1)).code(), absl::StatusCode::kInternal);
   NamedTensors three_d = {{"gate", at::zeros({1, 14, 12})}};
-  EXPECT_EQ((*c)->AddStage(0, three_d).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ((*c)->AddLayer(0, three_d).code(), absl::StatusCode::kInternal);
   EXPECT_EQ((*c)->Finish().status().code(), absl::StatusCode::kInternal);
 }
 

@@ -17,6 +17,8 @@ DetectionMapLayout Layout() {
   layout.queries = 3;
   layout.has_sampling_points = true;
   layout.has_plug_gate = true;
+  layout.level_strides = {2, 4};
+  layout.canvas = {8, 10};  // EncoderMaps' grids are those of an 8 x 10 input
   return layout;
 }
 
@@ -123,6 +125,28 @@ TEST(DetectionMapCollectorTest, MisshapenMissingOrTooLargeMapsFail) {
   ASSERT_TRUE(full->AddLayer(1, DecoderMaps(0)).ok());
   ASSERT_TRUE(full->AddLayer(2, DecoderMaps(1)).ok());
   EXPECT_EQ(full->Finish({out_of_range}, 10, 10).status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(DetectionMapCollectorTest, PeakBytesGrowWithTheInputBeyondTheCanvas) {
+  // Per query and decoder layer 2 heads x 2 levels x 1 point x 3 + 2 x 2 gates = 16
+  // floats; a decoder layer 3 x 16 = 48; an encoder layer of an 8 x 10 input 2 x 2 x
+  // (4 x 5 + 2 x 3) = 104. Peak: 104 (one layer) + 2 x 48 (kept) + 104 (encoder gates) +
+  // 1 detection x 2 layers x 16 = 336 floats.
+  auto c = *DetectionMapCollector::Create(Layout(), {true, 1}, 1 << 20);
+  EXPECT_EQ(c->PeakBytes({8, 10}), 336 * 4);
+  EXPECT_EQ(c->PeakBytes({4, 4}), 336 * 4);  // padded to the canvas
+  // 16 x 20: encoder layer 2 x 2 x (8 x 10 + 4 x 5) = 400 floats.
+  EXPECT_EQ(c->PeakBytes({16, 20}), (400 + 96 + 400 + 32) * 4);
+  auto capped = *DetectionMapCollector::Create(Layout(), {true, 1}, 336 * 4);
+  EXPECT_TRUE(capped->CheckBudget({8, 10}).ok());
+  EXPECT_EQ(capped->CheckBudget({16, 20}).code(), absl::StatusCode::kResourceExhausted);
+  // Without plug_gates the encoder maps are not kept, and more detections cost more.
+  auto plain = *DetectionMapCollector::Create(Layout(), {false, 3}, 1 << 20);
+  EXPECT_EQ(plain->PeakBytes({8, 10}), (104 + 96 + 3 * 32) * 4);
+  DetectionMapLayout no_strides = Layout();
+  no_strides.level_strides.clear();
+  EXPECT_EQ(DetectionMapCollector::Create(no_strides, {true, 1}, 1 << 20).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "server/explain/explanation.h"
+#include "server/explain/token_maps.h"
 #include "server/explain/heatmap.h"
 
 namespace gatescope {
@@ -108,11 +108,13 @@ NamedTensors LayerMaps(int seed) {
           {"vigilance", at::rand({2})}};
 }
 
+constexpr int64_t kBig = int64_t{1} << 30;
+
 TEST(ExplanationTest, BuildsLayerByLayer) {
   ExplainOptions o;
   o.rollout = o.gates = o.resonance = true;
   o.attention_layers = {1};
-  auto builder = ExplanationBuilder::Create(TwoByTwo(true, true), o);
+  auto builder = TokenMapCollector::Create(TwoByTwo(true, true), o, kBig);
   ASSERT_TRUE(builder.ok()) << builder.status();
   const NamedTensors l0 = LayerMaps(0), l1 = LayerMaps(1);
   ASSERT_TRUE((*builder)->AddLayer(0, l0).ok());
@@ -142,7 +144,7 @@ TEST(ExplanationTest, SelectsHeadsAndQueryTokens) {
   o.attention_heads = {1};
   o.attention_queries = {0, 3};
   o.resonance = true;
-  auto builder = ExplanationBuilder::Create(TwoByTwo(false, true), o);
+  auto builder = TokenMapCollector::Create(TwoByTwo(false, true), o, kBig);
   ASSERT_TRUE(builder.ok()) << builder.status();
   const NamedTensors l0 = LayerMaps(0);
   ASSERT_TRUE((*builder)->AddLayer(0, l0).ok());
@@ -155,11 +157,11 @@ TEST(ExplanationTest, SelectsHeadsAndQueryTokens) {
   EXPECT_TRUE(at::equal(ex->attention_resonance[0][0][0], l0.at("resonance")[1][0]));
   ExplainOptions bad_head = o;
   bad_head.attention_heads = {2};
-  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(false, true), bad_head).status().code(),
+  EXPECT_EQ(TokenMapCollector::Create(TwoByTwo(false, true), bad_head, kBig).status().code(),
             absl::StatusCode::kInvalidArgument);
   ExplainOptions bad_query = o;
   bad_query.attention_queries = {5};
-  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(false, true), bad_query).status().code(),
+  EXPECT_EQ(TokenMapCollector::Create(TwoByTwo(false, true), bad_query, kBig).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
@@ -169,7 +171,7 @@ TEST(ExplanationTest, PlugGateRowsForChosenQueries) {
   ExplainOptions o;
   o.plug_gates = true;
   o.attention_queries = {0, 4};
-  auto builder = ExplanationBuilder::Create(layout, o);
+  auto builder = TokenMapCollector::Create(layout, o, kBig);
   ASSERT_TRUE(builder.ok()) << builder.status();
   at::manual_seed(3);
   const at::Tensor g0 = at::tanh(at::randn({5, 5})), g1 = at::tanh(at::randn({5, 5}));
@@ -186,50 +188,50 @@ TEST(ExplanationTest, PlugGateRowsForChosenQueries) {
   // Counted in the byte bound: 2 layers x 2 rows x 5 tokens x 4 bytes, plus the layer's G.
   ExplainOptions none;
   none.rollout = true;
-  auto plain = ExplanationBuilder::Create(layout, none);
+  auto plain = TokenMapCollector::Create(layout, none, kBig);
   ASSERT_TRUE(plain.ok());
   ExplainOptions rows = o;
   rows.rollout = true;
-  EXPECT_EQ((*ExplanationBuilder::Create(layout, rows))->PeakBytes() - (*plain)->PeakBytes(),
+  EXPECT_EQ((*TokenMapCollector::Create(layout, rows, kBig))->PeakBytes({}) - (*plain)->PeakBytes({}),
             2 * 2 * 5 * 4);
   // A model without PLuG gates cannot serve them.
-  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(true, false), o).status().code(),
+  EXPECT_EQ(TokenMapCollector::Create(TwoByTwo(true, false), o, kBig).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ExplanationTest, RefusesWhatTheModelCannotServe) {
   ExplainOptions gates;
   gates.gates = true;
-  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(false, false), gates).status().code(),
+  EXPECT_EQ(TokenMapCollector::Create(TwoByTwo(false, false), gates, kBig).status().code(),
             absl::StatusCode::kInvalidArgument);
   ExplainOptions resonance;
   resonance.resonance = true;
-  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(true, false), resonance).status().code(),
+  EXPECT_EQ(TokenMapCollector::Create(TwoByTwo(true, false), resonance, kBig).status().code(),
             absl::StatusCode::kInvalidArgument);
   ExplainOptions layer;
   layer.attention_layers = {2};
-  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(true, true), layer).status().code(),
+  EXPECT_EQ(TokenMapCollector::Create(TwoByTwo(true, true), layer, kBig).status().code(),
             absl::StatusCode::kInvalidArgument);
   ExplainOptions discard;
   discard.rollout = true;
   discard.rollout_options.discard_ratio = 1.0;
-  EXPECT_EQ(ExplanationBuilder::Create(TwoByTwo(true, true), discard).status().code(),
+  EXPECT_EQ(TokenMapCollector::Create(TwoByTwo(true, true), discard, kBig).status().code(),
             absl::StatusCode::kInvalidArgument);
   MapLayout no_maps = TwoByTwo(true, true);
   no_maps.layers = 0;
-  EXPECT_EQ(ExplanationBuilder::Create(no_maps, ExplainOptions{}).status().code(),
+  EXPECT_EQ(TokenMapCollector::Create(no_maps, ExplainOptions{}, kBig).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ExplanationTest, MapsContradictingTheMetadataAreInternalErrors) {
   ExplainOptions o;
   o.gates = true;
-  auto builder = ExplanationBuilder::Create(TwoByTwo(true, false), o);
+  auto builder = TokenMapCollector::Create(TwoByTwo(true, false), o, kBig);
   ASSERT_TRUE(builder.ok());
   NamedTensors short_gate = LayerMaps(0);
   short_gate["gate"] = at::rand({2, 3});
   EXPECT_EQ((*builder)->AddLayer(0, short_gate).code(), absl::StatusCode::kInternal);
-  auto again = ExplanationBuilder::Create(TwoByTwo(true, false), o);
+  auto again = TokenMapCollector::Create(TwoByTwo(true, false), o, kBig);
   EXPECT_EQ((*again)->AddLayer(1, LayerMaps(0)).code(), absl::StatusCode::kInternal);  // order
   EXPECT_EQ((*again)->Finish().status().code(), absl::StatusCode::kInternal);  // incomplete
 }
@@ -240,17 +242,36 @@ TEST(ExplanationTest, PeakBytesFollowsTheDocumentedFormula) {
   const int64_t n = 197, map = 12 * n * n * 4;
   ExplainOptions rollout;
   rollout.rollout = true;
-  auto b = ExplanationBuilder::Create(vit, rollout);
+  auto b = TokenMapCollector::Create(vit, rollout, kBig);
   ASSERT_TRUE(b.ok());
   // (attention + resonance + 3 transient) maps, gate/vigilance vectors, rollout state.
-  EXPECT_EQ((*b)->PeakBytes(), 5 * map + 2 * 12 * n * 4 + 3 * n * n * 8 + 196 * 4);
+  EXPECT_EQ((*b)->PeakBytes({}), 5 * map + 2 * 12 * n * 4 + 3 * n * n * 8 + 196 * 4);
   ExplainOptions all_layers = rollout;
   for (int l = 0; l < 12; ++l) all_layers.attention_layers.push_back(l);
   all_layers.resonance = true;
-  auto big = ExplanationBuilder::Create(vit, all_layers);
+  auto big = TokenMapCollector::Create(vit, all_layers, kBig);
   ASSERT_TRUE(big.ok());
-  EXPECT_EQ((*big)->PeakBytes() - (*b)->PeakBytes(),
+  EXPECT_EQ((*big)->PeakBytes({}) - (*b)->PeakBytes({}),
             24 * int64_t{map} + 12 * 12 * 196 * 4 + 12 * 12 * 4);
+}
+
+TEST(ExplanationTest, TheByteBudgetIsCheckedBeforeThePassAndLayersComeInOrder) {
+  ExplainOptions o;
+  o.rollout = true;
+  o.attention_layers = {0, 1};
+  auto probe = TokenMapCollector::Create(TwoByTwo(false, false), o, kBig);
+  ASSERT_TRUE(probe.ok());
+  const int64_t peak = (*probe)->PeakBytes({});
+  auto tight = TokenMapCollector::Create(TwoByTwo(false, false), o, peak);
+  EXPECT_TRUE((*tight)->CheckBudget({}).ok());
+  auto over = TokenMapCollector::Create(TwoByTwo(false, false), o, peak - 1);
+  const absl::Status st = (*over)->CheckBudget({});
+  EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(st.message().find("cap of " + std::to_string(peak - 1)), absl::string_view::npos);
+  // Layers out of order, or missing at the end, are the model's fault.
+  EXPECT_EQ((*probe)->AddLayer(1, LayerMaps(0)).code(), absl::StatusCode::kInternal);
+  ASSERT_TRUE((*probe)->AddLayer(0, LayerMaps(0)).ok());
+  EXPECT_EQ((*probe)->Finish().status().code(), absl::StatusCode::kInternal);
 }
 
 }  // namespace

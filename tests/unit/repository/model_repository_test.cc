@@ -6,16 +6,18 @@
 #include <fstream>
 #include <memory>
 
-#include "absl/strings/match.h"
-#include "absl/synchronization/notification.h"
-#include "tests/mocks/fake_runner.h"
+#include "server/batching/dynamic_batcher.h"
+#include "tests/mocks/fake_clock.h"
+#include "tests/mocks/fake_loader.h"
+#include "tests/mocks/tensor_job.h"
 
 namespace gatescope {
 namespace {
 namespace fs = std::filesystem;
 
 constexpr char kMeta[] = R"({"name":"m","task":"image_classification",
-  "input":{"shape":[1,2,2]},"labels":["a","b","c"],"outputs":["logits"]})";
+  "input":{"shape":[1,2,2]},"labels":["a","b","c"],"outputs":["logits"],
+  "required_ops":["gatescope"]})";
 
 class ModelRepositoryTest : public ::testing::Test {
  protected:
@@ -26,25 +28,29 @@ class ModelRepositoryTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  void AddVersion(const std::string& model, const std::string& version) {
+  // A version whose "model file" is its metadata (the fake loader's format); versions
+  // named "bad" or "2" carry metadata that does not parse, so they fail to load.
+  void AddVersion(const std::string& model, const std::string& version,
+                  const std::string& meta = kMeta) {
     fs::create_directories(root_ / model / version);
-    std::ofstream(root_ / model / version / "model.pt") << "x";
+    const bool bad = version == "bad" || version == "2";
+    std::ofstream(root_ / model / version / "model.pt") << (bad ? "not json" : meta);
   }
 
-  // Loads every file; versions whose directory is named "bad" or "2" fail to load.
   absl::StatusOr<std::unique_ptr<ModelRepository>> Load() {
     RepositoryOptions options;
     options.root = root_.string();
-    RunnerLoader loader = [](const std::string& path) -> absl::StatusOr<LoadedRunner> {
-      if (absl::StrContains(path, "/bad/") || absl::StrContains(path, "/2/")) {
-        return absl::InvalidArgumentError("cannot load");
-      }
-      return LoadedRunner{std::make_unique<testing::FakeRunner>(3), kMeta};
-    };
-    return ModelRepository::Load(options, loader, &metrics_);
+    RepositoryDeps deps;
+    deps.loader = &loader_;
+    deps.metrics = &metrics_;
+    deps.schedulers = DynamicBatcher::Factory(&clock_);
+    deps.clock = &clock_;
+    return ModelRepository::Load(options, std::move(deps));
   }
 
   fs::path root_;
+  testing::FakeLoader loader_;
+  testing::FakeClock clock_;
   ServerMetrics metrics_{std::make_shared<prometheus::Registry>()};
 };
 
@@ -89,6 +95,8 @@ TEST_F(ModelRepositoryTest, ConfigFileSetsBatchingAndInstances) {
   auto m = (*repo)->Find("m", "").value();
   ASSERT_TRUE(m->ready()) << m->load_status;
   EXPECT_EQ(m->instances.size(), 3u);
+  ASSERT_EQ(m->plan.groups.size(), 1u);
+  EXPECT_EQ(m->plan.groups[0].kind(), ::inference::ModelInstanceGroup::KIND_CPU);
   EXPECT_EQ(m->plan.batching.max_batch_size, 4);
   EXPECT_EQ(m->plan.batching.max_queue_delay, absl::Microseconds(500));
   auto broken = (*repo)->Find("broken_config", "").value();
@@ -156,24 +164,69 @@ TEST_F(ModelRepositoryTest, FailedReloadKeepsServingAndStopRefusesControl) {
   EXPECT_EQ((*repo)->UnloadModel("m").code(), absl::StatusCode::kUnavailable);
 }
 
-TEST_F(ModelRepositoryTest, LoadedModelServesThroughItsScheduler) {
+TEST_F(ModelRepositoryTest, LoadedModelServesThroughItsTaskAndScheduler) {
   AddVersion("m", "1");
   auto repo = Load();
   ASSERT_TRUE(repo.ok());
   auto model = (*repo)->Find("m", "").value();
+  ASSERT_TRUE(model->ready()) << model->load_status;
   EXPECT_EQ(model->config.labels_size(), 3);
-  absl::Notification done;
-  absl::StatusOr<NamedTensors> result;
+  EXPECT_EQ(model->config.input().color(), "gray");  // the task filled its defaults
+  EXPECT_EQ(model->task->Signature().outputs.front().name, "logits");
+  testing::Results results(1);
   WorkItem item;
-  item.make_input = [] { return at::ones({1, 2, 2}); };
-  item.done = [&](absl::StatusOr<NamedTensors> r) {
-    result = std::move(r);
-    done.Notify();
-  };
+  item.job = std::make_unique<testing::TensorJob>(0, &results, [] { return at::ones({1, 2, 2}); });
   ASSERT_TRUE(model->scheduler->Enqueue(std::move(item)).ok());
-  done.WaitForNotification();
-  ASSERT_TRUE(result.ok());
-  EXPECT_FLOAT_EQ(result->at("logits")[2].item<float>(), 12.f);  // sum 4 * class 3
+  results.Await(1);
+  absl::MutexLock l(&results.mu);
+  ASSERT_TRUE(results.by_index[0].ok());
+  EXPECT_FLOAT_EQ(results.by_index[0]->at("logits")[2].item<float>(), 12.f);  // sum 4 * class 3
+}
+
+TEST_F(ModelRepositoryTest, ModelsThatCannotRunAreNotReadyWithTheReasonAndOthersServe) {
+  AddVersion("ok", "1");
+  // KIND_GPU without a visible GPU: the plan cannot be made.
+  AddVersion("gpu_any", "1");
+  std::ofstream(root_ / "gpu_any" / "config.pbtxt") << "instance_group { kind: KIND_GPU }";
+  // KIND_GPU on a listed GPU: the instance cannot be loaded on it.
+  AddVersion("gpu_one", "1");
+  std::ofstream(root_ / "gpu_one" / "config.pbtxt") << "instance_group { kind: KIND_GPU gpus: [1] }";
+  // An op library that is not loaded.
+  AddVersion("ops", "1", R"({"task":"image_classification","input":{"shape":[1,2,2]},
+    "labels":["a"],"outputs":["logits"],"required_ops":["other_ops"]})");
+  // A task the server does not know.
+  AddVersion("task", "1", R"({"task":"speech","labels":["a"],"outputs":["logits"]})");
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok());
+  auto reason = [&](const char* name) {
+    auto m = (*repo)->Find(name, "").value();
+    EXPECT_FALSE(m->ready()) << name;
+    return m->load_status;
+  };
+  EXPECT_TRUE((*repo)->Find("ok", "").value()->ready());
+  EXPECT_EQ(reason("gpu_any").code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(reason("gpu_any").message().find("no GPU is visible"), absl::string_view::npos);
+  EXPECT_EQ(reason("gpu_one").code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(reason("gpu_one").message().find("on GPU 1"), absl::string_view::npos);
+  EXPECT_EQ(reason("ops").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(reason("ops").message().find("other_ops"), absl::string_view::npos);
+  EXPECT_EQ(reason("task").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(reason("task").message().find("unsupported task 'speech'"), absl::string_view::npos);
+}
+
+TEST_F(ModelRepositoryTest, GpuInstancesLoadOnTheirDevicesWhenThereAreSome) {
+  loader_.SetGpus(2);
+  AddVersion("m", "1");
+  std::ofstream(root_ / "m" / "config.pbtxt")
+      << "instance_group { kind: KIND_GPU count: 2 } instance_group { kind: KIND_CPU }";
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok());
+  auto m = (*repo)->Find("m", "").value();
+  ASSERT_TRUE(m->ready()) << m->load_status;
+  EXPECT_EQ(m->instances.size(), 5u);  // 2 on each of 2 GPUs, 1 on the CPU
+  EXPECT_EQ(loader_.loads(), 5);
+  ASSERT_EQ(m->plan.groups.size(), 2u);
+  EXPECT_EQ(m->plan.groups[0].gpus_size(), 2);
 }
 
 }  // namespace

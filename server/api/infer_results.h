@@ -1,0 +1,47 @@
+// Collects the per-example outputs of one KServe ModelInfer call and builds its response
+// once every example has finished. Shared by the call's jobs; thread-safe.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "inference/grpc_service.pb.h"
+#include "server/runtime/named_tensors.h"
+
+namespace gatescope {
+
+class InferResults {
+ public:
+  // `request` and `response` must outlive the last Complete. `done` finishes the call; it
+  // is called exactly once, on the thread of the last Complete.
+  InferResults(const ::inference::ModelInferRequest* request,
+               ::inference::ModelInferResponse* response, std::function<void(absl::Status)> done);
+
+  // The number of examples; call once, before any Store or Complete.
+  void Expect(size_t examples);
+
+  // Example `i`'s outputs (batch dim removed), before its Complete.
+  void Store(size_t i, NamedTensors outputs);
+
+  // Example `i` has finished with `status`. The last one appends the outputs the request
+  // names (all of example 0's, sorted by name, when it names none) stacked over the
+  // examples, or the first error, and calls `done`. Call once per example.
+  void Complete(size_t i, absl::Status status);
+
+ private:
+  absl::Status BuildResponse() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ::inference::ModelInferRequest* const request_;
+  ::inference::ModelInferResponse* const response_;
+  const std::function<void(absl::Status)> done_;
+  absl::Mutex mu_;
+  std::vector<std::optional<NamedTensors>> results_ ABSL_GUARDED_BY(mu_);
+  size_t remaining_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace gatescope

@@ -1,0 +1,161 @@
+#include "server/app/server.h"
+
+#include <ATen/Parallel.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/batching/dynamic_batcher.h"
+#include "server/common/log.h"
+#include "server/common/status_macros.h"
+#include "server/frontend/grpc/inference_service.h"
+#include "server/frontend/grpc/kserve_service.h"
+#include "server/metrics/metrics_http_server.h"
+#include "server/metrics/server_metrics.h"
+#include "server/repository/model_repository.h"
+#include "server/repository/repository_poller.h"
+#include "server/runtime/op_library.h"
+#include "server/runtime/torchscript_runner.h"
+
+namespace gatescope {
+
+// Declared in the order they start; destroyed in reverse.
+struct Server::State {
+  ServerOptions options;
+  TorchScriptLoader torchscript;  // used when no loader is injected
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<ModelRepository> repository;
+  std::unique_ptr<MetricsHttpServer> metrics_server;
+  std::unique_ptr<InferenceService> inference;
+  std::unique_ptr<KServeService> kserve;
+  std::unique_ptr<grpc::Server> grpc;
+  std::unique_ptr<RepositoryPoller> poller;
+  int grpc_port = 0;
+  absl::Mutex mu;
+  bool shut_down ABSL_GUARDED_BY(mu) = false;
+};
+
+namespace {
+
+absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
+  const Clock* clock = deps.clock ? deps.clock : RealClock::Get();
+  RepositoryOptions repo;
+  repo.root = s.options.model_repository;
+  repo.defaults = s.options.defaults;
+  repo.tasks.explain_max_bytes = s.options.explain_max_bytes;
+  RepositoryDeps rd;
+  rd.loader = deps.loader ? deps.loader : &s.torchscript;
+  rd.metrics = s.metrics.get();
+  rd.schedulers = DynamicBatcher::Factory(clock);
+  rd.clock = clock;
+  GS_ASSIGN_OR_RETURN(s.repository, ModelRepository::Load(repo, std::move(rd)));
+  if (s.options.model_control == ServerOptions::ModelControl::kPoll) {
+    s.poller = std::make_unique<RepositoryPoller>(s.repository.get(),
+                                                  s.options.repository_poll_interval, clock);
+  }
+  return absl::OkStatus();
+}
+
+// Per model name: SERVING when the version answering unversioned requests is ready.
+// Overall: SERVING only when every model version loaded. Kept current as models change.
+void WireHealth(grpc::HealthCheckServiceInterface* health, ModelRepository* repo) {
+  auto refresh_overall = [health, repo] {
+    bool all_ready = true;
+    for (const auto& model : repo->List()) all_ready &= model->ready();
+    health->SetServingStatus("", all_ready);
+  };
+  for (const auto& model : repo->List()) {
+    auto current = repo->Find(model->name, "");
+    health->SetServingStatus(model->name, current.ok() && (*current)->ready());
+  }
+  refresh_overall();
+  repo->SetStateListener([health, refresh_overall](const std::string& name, bool ready) {
+    health->SetServingStatus(name, ready);
+    refresh_overall();
+  });
+}
+
+absl::Status StartGrpc(Server::State& s) {
+  s.inference = std::make_unique<InferenceService>(s.repository.get());
+  s.kserve = std::make_unique<KServeService>(
+      s.repository.get(), s.options.model_control == ServerOptions::ModelControl::kExplicit);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(s.options.host, ":", s.options.grpc_port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s.grpc_port);
+  builder.SetMaxReceiveMessageSize(s.options.max_message_bytes);
+  builder.RegisterService(s.inference.get());
+  builder.RegisterService(s.kserve.get());
+  s.grpc = builder.BuildAndStart();
+  if (!s.grpc || s.grpc_port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  WireHealth(s.grpc->GetHealthCheckService(), s.repository.get());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
+                                                      ServerDeps deps) {
+  GS_RETURN_IF_ERROR(ValidateServerOptions(options));
+  auto state = std::make_unique<State>();
+  state->options = options;
+  const int threads = options.torch_threads > 0
+                          ? options.torch_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  at::set_num_threads(threads);
+  if (!options.ops_library.empty()) {
+    GS_RETURN_IF_ERROR(LoadOpLibrary(options.ops_library));
+    GS_LOG(INFO) << "loaded op library " << options.ops_library;
+  }
+  state->metrics = std::make_unique<ServerMetrics>(state->registry);
+  GS_RETURN_IF_ERROR(StartRepository(*state, deps));
+  if (options.metrics_port >= 0) {
+    ServerMetrics* metrics = state->metrics.get();
+    GS_ASSIGN_OR_RETURN(state->metrics_server,
+                        MetricsHttpServer::Start(options.host, options.metrics_port,
+                                                 state->registry,
+                                                 [metrics] { metrics->RefreshProcessGauges(); }));
+  }
+  GS_RETURN_IF_ERROR(StartGrpc(*state));
+  GS_LOG(INFO) << "serving gRPC on " << options.host << ":" << state->grpc_port
+               << ", metrics on port " << (state->metrics_server ? state->metrics_server->port() : -1);
+  return std::unique_ptr<Server>(new Server(std::move(state)));
+}
+
+Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+Server::~Server() { Shutdown(); }
+
+int Server::grpc_port() const { return state_->grpc_port; }
+
+int Server::metrics_port() const {
+  return state_->metrics_server ? state_->metrics_server->port() : -1;
+}
+
+void Server::Shutdown() {
+  absl::MutexLock lock(&state_->mu);
+  if (state_->shut_down) return;
+  state_->shut_down = true;
+  State& s = *state_;
+  s.grpc->GetHealthCheckService()->Shutdown();  // every service reports NOT_SERVING
+  s.inference->BeginShutdown();
+  s.kserve->BeginShutdown();
+  if (s.poller) s.poller->Stop();
+  // Queued requests run at once (batching delays no longer apply) while gRPC waits for the
+  // calls in flight, up to the drain limit.
+  std::thread flush([&s] { s.repository->StopAll(); });
+  s.grpc->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(s.options.drain_timeout));
+  flush.join();
+  if (s.metrics_server) s.metrics_server->Stop();
+}
+
+void Server::Wait() { state_->grpc->Wait(); }
+
+}  // namespace gatescope

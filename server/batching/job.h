@@ -1,0 +1,56 @@
+// What the batcher moves around: opaque jobs with the attributes that decide when and
+// with whom they run, and the model instances that execute them. Nothing here knows
+// tensors or protocols (Triton's split: the scheduler only forms groups of requests; the
+// backend instance gathers their inputs, runs and scatters the outputs).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace gatescope {
+
+// One request's work. The batcher never looks inside; the model instance that executes
+// it knows its concrete type.
+class Job {
+ public:
+  virtual ~Job() = default;
+  // Finishes the request without running it (DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE,
+  // RESOURCE_EXHAUSTED, ...). Called at most once, and never for a job handed to an
+  // Executor; may run on any thread and must not block.
+  virtual void Refuse(absl::Status status) = 0;
+};
+
+// A job and how it is scheduled.
+struct WorkItem {
+  std::unique_ptr<Job> job;
+  // Jobs still queued at this time are refused with DEADLINE_EXCEEDED.
+  absl::Time deadline = absl::InfiniteFuture();
+  // If set and true when a worker takes the job, it is refused with CANCELLED (e.g. the
+  // client went away). Called on a worker thread; must be thread-safe.
+  std::function<bool()> cancelled;
+  // Jobs share a group only when their keys are equal.
+  uint64_t shape_key = 0;
+  // Priority level, 1 = highest; 0: the model's default level.
+  int priority = 0;
+  // The request's own queue timeout (honoured if the model allows overrides); zero: none.
+  absl::Duration timeout = absl::ZeroDuration();
+  // Executed in a group of its own (e.g. a layer-by-layer explanation pass).
+  bool run_alone = false;
+};
+
+// One model instance as the batcher drives it: a single worker thread calls Execute.
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Runs `group` (1..max_batch_size jobs of equal shape key, or one run_alone job) and
+  // finishes every job in it; the executor owns them now. Blocks for the whole
+  // computation. Must not throw.
+  virtual void Execute(std::vector<std::unique_ptr<Job>> group) = 0;
+};
+
+}  // namespace gatescope

@@ -1,0 +1,154 @@
+// KServe v2 model information: ModelMetadata, ModelConfig (Triton's schema, with the
+// instance groups as resolved: KIND_CPU or KIND_GPU with their GPUs), ModelStatistics and
+// RepositoryIndex. Part of KServeService (kserve_service.h).
+#include "absl/strings/str_cat.h"
+#include "server/frontend/grpc/kserve_service.h"
+#include "server/frontend/grpc/status_mapping.h"
+#include "server/tasks/task.h"
+
+namespace gatescope {
+namespace {
+
+namespace kv = ::inference;
+constexpr char kPlatform[] = "pytorch_libtorch";
+
+void SetDuration(kv::StatisticDuration* d, uint64_t count, double seconds) {
+  d->set_count(count);
+  d->set_ns(static_cast<uint64_t>(seconds * 1e9));
+}
+
+void FromHistogram(kv::StatisticDuration* d, prometheus::Histogram* h) {
+  const auto m = h->Collect();
+  SetDuration(d, m.histogram.sample_count, m.histogram.sample_sum);
+}
+
+// ModelMetadata's view of a tensor: the batch dimension (-1) before the declared shape.
+void AddTensorMetadata(const DeclaredTensor& declared,
+                       kv::ModelMetadataResponse::TensorMetadata* out) {
+  out->set_name(declared.name);
+  out->set_datatype(declared.datatype);
+  out->add_shape(-1);
+  for (int64_t d : declared.shape) out->add_shape(d);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
+                                                       const kv::ModelMetadataRequest* request,
+                                                       kv::ModelMetadataResponse* response) {
+  auto found = repository_->Find(request->name(), request->version());
+  if (!found.ok()) return FinishNow(ctx, found.status());
+  const ServedModel& model = **found;
+  if (!model.ready()) return FinishNow(ctx, absl::UnavailableError("model is not ready"));
+  response->set_name(model.name);
+  for (const auto& m : repository_->List()) {
+    if (m->name == model.name) response->add_versions(m->version);
+  }
+  response->set_platform(kPlatform);
+  const KServeSignature signature = model.task->Signature();
+  AddTensorMetadata(signature.input, response->add_inputs());
+  for (const DeclaredTensor& declared : signature.outputs) {
+    AddTensorMetadata(declared, response->add_outputs());
+  }
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
+                                                     const kv::ModelConfigRequest* request,
+                                                     kv::ModelConfigResponse* response) {
+  auto found = repository_->Find(request->name(), request->version());
+  if (!found.ok()) return FinishNow(ctx, found.status());
+  const ServedModel& model = **found;
+  if (!model.ready()) return FinishNow(ctx, absl::UnavailableError("model is not ready"));
+  auto* c = response->mutable_config();
+  c->set_name(model.name);
+  c->set_platform(kPlatform);
+  c->set_backend("gatescope");
+  const DynamicBatchingConfig& b = model.plan.batching;
+  c->set_max_batch_size(b.max_batch_size);
+  const KServeSignature signature = model.task->Signature();
+  auto* in = c->add_input();
+  in->set_name(signature.input.name);
+  in->set_data_type(signature.input.type);
+  in->set_format(signature.format);
+  for (int64_t d : signature.input.shape) in->add_dims(d);
+  for (const DeclaredTensor& declared : signature.outputs) {
+    auto* out = c->add_output();
+    out->set_name(declared.name);
+    out->set_data_type(declared.type);
+    for (int64_t d : declared.shape) out->add_dims(d);
+  }
+  for (const auto& group : model.plan.groups) *c->add_instance_group() = group;
+  auto* db = c->mutable_dynamic_batching();
+  for (int p : b.preferred_batch_sizes) db->add_preferred_batch_size(p);
+  db->set_max_queue_delay_microseconds(absl::ToInt64Microseconds(b.max_queue_delay));
+  db->set_priority_levels(b.priority_levels);
+  db->set_default_priority_level(b.default_priority_level);
+  auto* qp = db->mutable_default_queue_policy();
+  qp->set_timeout_action(b.queue_policy.timeout_action == QueuePolicy::TimeoutAction::kDelay
+                             ? kv::ModelQueuePolicy::DELAY
+                             : kv::ModelQueuePolicy::REJECT);
+  if (b.queue_policy.default_timeout != absl::InfiniteDuration()) {
+    qp->set_default_timeout_microseconds(
+        absl::ToInt64Microseconds(b.queue_policy.default_timeout));
+  }
+  qp->set_allow_timeout_override(b.queue_policy.allow_timeout_override);
+  qp->set_max_queue_size(b.queue_policy.max_queue_size);
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelStatistics(
+    Ctx* ctx, const kv::ModelStatisticsRequest* request,
+    kv::ModelStatisticsResponse* response) {
+  // Statistics are kept per model name; each version reports its model's totals.
+  bool any = false;
+  for (const auto& m : repository_->List()) {
+    if (!request->name().empty() && m->name != request->name()) continue;
+    if (!request->version().empty() && m->version != request->version()) continue;
+    any = true;
+    auto* s = response->add_model_stats();
+    s->set_name(m->name);
+    s->set_version(m->version);
+    const ModelMetrics& mm = *m->metrics;
+    const ModelMetrics::Totals totals = mm.totals();
+    s->set_last_inference(totals.last_request_ms);
+    s->set_inference_count(static_cast<uint64_t>(mm.inference_count->Value()));
+    s->set_execution_count(static_cast<uint64_t>(mm.execution_count->Value()));
+    auto* st = s->mutable_inference_stats();
+    SetDuration(st->mutable_success(), totals.success_count, totals.success_ns / 1e9);
+    SetDuration(st->mutable_fail(), totals.fail_count, totals.fail_ns / 1e9);
+    FromHistogram(st->mutable_queue(), mm.queue_seconds);
+    FromHistogram(st->mutable_compute_input(), mm.compute_input_seconds);
+    FromHistogram(st->mutable_compute_infer(), mm.compute_infer_seconds);
+    FromHistogram(st->mutable_compute_output(), mm.compute_output_seconds);
+  }
+  if (!any && !request->name().empty()) {
+    return FinishNow(ctx, absl::NotFoundError(absl::StrCat("unknown model '", request->name(), "'")));
+  }
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::RepositoryIndex(
+    Ctx* ctx, const kv::RepositoryIndexRequest* request,
+    kv::RepositoryIndexResponse* response) {
+  for (const auto& m : repository_->List()) {
+    if (request->ready() && !m->ready()) continue;
+    auto* e = response->add_models();
+    e->set_name(m->name);
+    e->set_version(m->version);
+    e->set_state(m->ready() ? "READY" : "UNAVAILABLE");
+    if (!m->ready()) e->set_reason(std::string(m->load_status.message()));
+  }
+  if (!request->ready()) {
+    for (const std::string& name : repository_->ModelDirectories()) {
+      if (repository_->Find(name, "").ok()) continue;
+      auto* e = response->add_models();
+      e->set_name(name);
+      e->set_state("UNAVAILABLE");
+      e->set_reason("not loaded");
+    }
+  }
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+}  // namespace gatescope

@@ -1,0 +1,30 @@
+#include "server/repository/metrics_observer.h"
+
+#include <ATen/ATen.h>
+
+namespace gatescope {
+
+void MetricsObserver::Executed(int batch_size, absl::Duration input, absl::Duration infer,
+                               absl::Duration output) {
+  m_->batch_size->Observe(batch_size);
+  m_->inference_count->Increment(batch_size);
+  m_->execution_count->Increment();
+  m_->compute_input_seconds->Observe(absl::ToDoubleSeconds(input));
+  m_->compute_infer_seconds->Observe(absl::ToDoubleSeconds(infer));
+  m_->compute_output_seconds->Observe(absl::ToDoubleSeconds(output));
+}
+
+void MetricsObserver::Outputs(const NamedTensors& outputs) {
+  for (const char* name : {"gate_mean", "vigilance_mean"}) {
+    auto it = outputs.find(name);
+    if (it == outputs.end() || it->second.dim() != 2) continue;
+    const at::Tensor values = it->second.to(at::kDouble).contiguous();
+    const double* v = values.data_ptr<double>();
+    const int64_t layers = values.size(1);
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      m_->ObserveLayerStatistic(name, static_cast<int>(i % layers), v[i]);
+    }
+  }
+}
+
+}  // namespace gatescope

@@ -1,0 +1,74 @@
+// The GPU half of the device seam against a LibTorch built with CUDA. Compiled and linked
+// only with such a LibTorch; CI compiles it (no link, no device) against LibTorch's own
+// CUDA headers so that it at least stays well-formed.
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+
+#include "absl/strings/str_cat.h"
+#include "server/runtime/gpu_device.h"
+
+namespace gatescope {
+namespace {
+
+class StreamScope final : public DeviceScope {
+ public:
+  explicit StreamScope(c10::cuda::CUDAStream stream) : guard_(stream) {}
+
+ private:
+  c10::cuda::CUDAStreamGuard guard_;  // sets the device and its current stream
+};
+
+// One instance's GPU: a stream of its own from the pool, so instances on one GPU overlap.
+class GpuDevice final : public Device {
+ public:
+  explicit GpuDevice(int index)
+      : device_(c10::kCUDA, static_cast<c10::DeviceIndex>(index)),
+        stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index())) {}
+
+  c10::Device torch_device() const override { return device_; }
+
+  std::unique_ptr<DeviceScope> Enter() override { return std::make_unique<StreamScope>(stream_); }
+
+  ModelInputs CopyIn(const ModelInputs& inputs) override {
+    ModelInputs out;
+    out.reserve(inputs.size());
+    for (const at::Tensor& t : inputs) {
+      // pin_memory() stages through LibTorch's caching pinned allocator, which keeps the
+      // block alive until the asynchronous copy on this stream has used it.
+      out.push_back(t.pin_memory().to(device_, /*non_blocking=*/true));
+    }
+    return out;
+  }
+
+  NamedTensors CopyOut(const NamedTensors& tensors) override {
+    NamedTensors out;
+    for (const auto& [name, t] : tensors) out.emplace(name, t.to(c10::kCPU));
+    stream_.synchronize();
+    return out;
+  }
+
+ private:
+  const c10::Device device_;
+  c10::cuda::CUDAStream stream_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Device>> OpenGpuDevice(int index) {
+  const int visible = c10::cuda::device_count();
+  if (index < 0 || index >= visible) {
+    return absl::UnavailableError(
+        absl::StrCat("GPU ", index, " is not available (", visible, " visible)"));
+  }
+  return std::unique_ptr<Device>(std::make_unique<GpuDevice>(index));
+}
+
+DeviceInventory VisibleGpus() {
+  const int visible = c10::cuda::device_count();
+  return {visible, visible == 0 ? "no CUDA device is visible" : ""};
+}
+
+}  // namespace gatescope

@@ -1,0 +1,36 @@
+// How a task turns its requests' examples into model calls and back (Triton's backend
+// gather and scatter): grouping examples that may share a call, building the call's
+// inputs (stacking, padding variable-length inputs) and slicing each request's outputs.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "absl/status/statusor.h"
+#include "server/runtime/named_tensors.h"
+
+namespace gatescope {
+
+// One model call: which examples it carries (indices into Gather's argument, in batch
+// order) and its inputs.
+struct GatheredBatch {
+  std::vector<size_t> members;
+  ModelInputs inputs;
+};
+
+class BatchAssembly {
+ public:
+  virtual ~BatchAssembly() = default;
+  // Partitions `examples` (each without batch dim) into model calls; every example lands
+  // in exactly one. Worker thread; CPU-bound.
+  virtual absl::StatusOr<std::vector<GatheredBatch>> Gather(
+      const std::vector<at::Tensor>& examples) const = 0;
+  // The outputs of the example at `position` of its call (batch dim removed), e.g. trimmed
+  // back to its own length. `example` is what Gather received for it.
+  virtual absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
+                                               const at::Tensor& example) const = 0;
+};
+
+}  // namespace gatescope

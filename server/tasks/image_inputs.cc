@@ -1,0 +1,126 @@
+#include "server/tasks/image_inputs.h"
+
+#include <ATen/ATen.h>
+
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/preprocess/image.h"
+
+namespace gatescope {
+namespace {
+
+int64_t Product(const std::vector<int64_t>& v, size_t from) {
+  int64_t p = 1;
+  for (size_t i = from; i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+absl::StatusOr<std::vector<ImageMaker>> EncodedImages(const KServeInput& in,
+                                                      const InputSpec& spec) {
+  const auto& shape = in.shape;
+  if (!(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))) {
+    return InvalidInfer("BYTES input must have shape [B] or [B, 1]");
+  }
+  if (static_cast<int64_t>(in.elements.size()) != shape[0]) {
+    return InvalidInfer(absl::StrCat("BYTES input has ", in.elements.size(),
+                                     " elements, shape says ", shape[0]));
+  }
+  std::vector<ImageMaker> makers;
+  for (std::string_view item : in.elements) {
+    makers.push_back([item, spec](ImageSize* size) { return DecodeImage(item, spec, size); });
+  }
+  return makers;
+}
+
+// The input's shape as [B, C, H, W], checked against the model's input.
+absl::StatusOr<std::vector<int64_t>> BatchShape(const KServeInput& in, const InputSpec& spec) {
+  const bool fp32 = in.datatype == "FP32";
+  std::vector<int64_t> shape = in.shape;
+  const std::vector<int64_t> model(spec.shape().begin(), spec.shape().end());  // C, H, W
+  if (fp32 && shape.size() == 3) shape.insert(shape.begin(), 1);
+  if (!fp32 && shape.size() == 3 && model[0] == 1) shape.insert(shape.begin() + 1, 1);
+  const bool any_size = spec.any_size();
+  const bool matches = shape.size() == 4 &&
+                       (any_size ? shape[1] == model[0]
+                                 : std::vector<int64_t>(shape.begin() + 1, shape.end()) == model);
+  if (!matches) {
+    return InvalidInfer(absl::StrCat("input shape [", absl::StrJoin(in.shape, ","),
+                                     "] does not match the model input [B,",
+                                     any_size ? absl::StrCat(model[0], ",H,W")
+                                              : absl::StrJoin(model, ","),
+                                     "]"));
+  }
+  if (any_size) {
+    if (absl::Status st = CheckInputSize({shape[2], shape[3]}, spec, "input"); !st.ok()) {
+      return InvalidInfer(st.message());
+    }
+  }
+  return shape;
+}
+
+absl::StatusOr<std::vector<ImageMaker>> PixelTensors(const KServeInput& in,
+                                                     const InputSpec& spec) {
+  auto shape = BatchShape(in, spec);
+  if (!shape.ok()) return shape.status();
+  const bool fp32 = in.datatype == "FP32";
+  const std::vector<int64_t> example(shape->begin() + 1, shape->end());
+  const int64_t batch = (*shape)[0];
+  const size_t example_bytes = static_cast<size_t>(Product(*shape, 1)) * (fp32 ? 4 : 1);
+  // Divide rather than multiply: dimensions come from the client and could overflow.
+  if (batch == 0 || example_bytes == 0 || in.data.size() % example_bytes != 0 ||
+      in.data.size() / example_bytes != static_cast<size_t>(batch)) {
+    return InvalidInfer(absl::StrCat("input has ", in.data.size(), " bytes, shape needs ", batch,
+                                     " x ", example_bytes));
+  }
+  std::vector<ImageMaker> makers;
+  const auto owned = in.owned;  // keeps typed contents alive for the makers
+  for (int64_t b = 0; b < batch; ++b) {
+    std::string_view slice = in.data.substr(b * example_bytes, example_bytes);
+    if (fp32 && !spec.any_size()) {
+      makers.push_back([slice, example, owned](ImageSize* size) -> absl::StatusOr<at::Tensor> {
+        at::Tensor t = at::empty(example, at::kFloat);
+        std::memcpy(t.data_ptr(), slice.data(), slice.size());
+        if (size != nullptr) *size = {example[1], example[2]};
+        return t;
+      });
+    } else {
+      const PixelType type = fp32 ? PixelType::kFloat32 : PixelType::kUint8;
+      makers.push_back([slice, example, owned, spec, type](ImageSize* size) {
+        return PixelsToTensor(slice, type, example, spec, size);
+      });
+    }
+  }
+  return makers;
+}
+
+}  // namespace
+
+absl::StatusOr<ImageMaker> V1ImageInput(bool has_input, bool is_image, const std::string& image,
+                                        const ::gatescope::v1::Tensor& tensor,
+                                        const InputSpec& spec) {
+  if (!has_input) return absl::InvalidArgumentError("request has no input (set image or tensor)");
+  if (is_image) {
+    if (image.empty()) return absl::InvalidArgumentError("image is empty");
+    return ImageMaker([&image, spec](ImageSize* size) { return DecodeImage(image, spec, size); });
+  }
+  if (tensor.dtype() != v1::Tensor::UINT8 && tensor.dtype() != v1::Tensor::FLOAT32) {
+    return absl::InvalidArgumentError("tensor.dtype must be UINT8 or FLOAT32");
+  }
+  return ImageMaker([&tensor, spec](ImageSize* size) {
+    const std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
+    const PixelType type =
+        tensor.dtype() == v1::Tensor::UINT8 ? PixelType::kUint8 : PixelType::kFloat32;
+    return PixelsToTensor(tensor.data(), type, shape, spec, size);
+  });
+}
+
+absl::StatusOr<std::vector<ImageMaker>> KServeImageInputs(const KServeInput& input,
+                                                          const InputSpec& spec) {
+  if (input.datatype == "BYTES") return EncodedImages(input, spec);
+  return PixelTensors(input, spec);
+}
+
+}  // namespace gatescope

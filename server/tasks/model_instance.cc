@@ -1,0 +1,144 @@
+#include "server/tasks/model_instance.h"
+
+#include <utility>
+
+#include "server/tasks/guarded.h"
+
+namespace gatescope {
+
+ModelInstance::ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAssembly* assembly,
+                             const Clock* clock, ExecutionObserver* observer)
+    : runner_(std::move(runner)), assembly_(assembly), clock_(clock), observer_(observer) {}
+
+std::vector<ModelInstance::Prepared> ModelInstance::Prepare(
+    std::vector<std::unique_ptr<Job>> group) {
+  std::vector<Prepared> ready;
+  for (auto& job : group) {
+    std::unique_ptr<InferenceJob> inference(dynamic_cast<InferenceJob*>(job.get()));
+    if (inference == nullptr) {
+      job->Refuse(absl::InternalError("a model instance runs only inference jobs"));
+      continue;
+    }
+    job.release();
+    absl::StatusOr<at::Tensor> example = Guarded("preparing the input", [&] {
+      return inference->Prepare();
+    });
+    if (!example.ok()) {
+      inference->Finish(example.status());
+      continue;
+    }
+    ready.push_back({std::move(inference), *std::move(example)});
+  }
+  return ready;
+}
+
+void ModelInstance::Execute(std::vector<std::unique_ptr<Job>> group) {
+  const absl::Time input_start = clock_->Now();
+  std::vector<Prepared> ready = Prepare(std::move(group));
+  std::vector<Prepared> predictions;
+  std::vector<Prepared> explanations;
+  for (Prepared& p : ready) {
+    (p.job->explains() ? explanations : predictions).push_back(std::move(p));
+  }
+  // Preparation time is shared out over the prepared jobs.
+  const size_t prepared = ready.size();
+  const absl::Duration per_job =
+      prepared == 0 ? absl::ZeroDuration() : (clock_->Now() - input_start) / prepared;
+  RunPredictions(predictions, per_job);
+  for (Prepared& one : explanations) RunExplanation(one, per_job);
+}
+
+void ModelInstance::RunPredictions(std::vector<Prepared>& jobs, absl::Duration input_time) {
+  if (jobs.empty()) return;
+  std::vector<at::Tensor> examples;
+  for (const Prepared& p : jobs) examples.push_back(p.example);
+  auto batches = Guarded("gathering the batch", [&] { return assembly_->Gather(examples); });
+  if (!batches.ok()) {
+    for (Prepared& p : jobs) p.job->Finish(batches.status());
+    return;
+  }
+  for (GatheredBatch& batch : *batches) RunBatch(jobs, batch, input_time);
+}
+
+void ModelInstance::RunBatch(std::vector<Prepared>& jobs, GatheredBatch& batch,
+                             absl::Duration input_time) {
+  const absl::Time infer_start = clock_->Now();
+  absl::StatusOr<NamedTensors> outputs = Guarded("model", [&] {
+    return runner_->Predict(batch.inputs);
+  });
+  if (outputs.status().code() == absl::StatusCode::kInvalidArgument &&
+      batch.members.size() > 1) {
+    // The model refused an input: find which, so only its request fails.
+    RunOneByOne(jobs, batch, input_time);
+    return;
+  }
+  const absl::Time output_start = clock_->Now();
+  if (observer_ && outputs.ok()) observer_->Outputs(*outputs);
+  std::vector<absl::StatusOr<NamedTensors>> slices;
+  for (size_t i = 0; i < batch.members.size(); ++i) {
+    if (!outputs.ok()) {
+      slices.push_back(outputs.status());
+      continue;
+    }
+    const at::Tensor& example = jobs[batch.members[i]].example;
+    slices.push_back(Guarded("scattering the outputs", [&] {
+      return assembly_->Scatter(*outputs, static_cast<int64_t>(i), example);
+    }));
+  }
+  // Reported before any reply goes out, so a client that has its answer also sees it
+  // counted in the statistics.
+  if (observer_ && outputs.ok()) {
+    const int size = static_cast<int>(batch.members.size());
+    observer_->Executed(size, input_time * size, output_start - infer_start,
+                        clock_->Now() - output_start);
+  }
+  for (size_t i = 0; i < batch.members.size(); ++i) {
+    jobs[batch.members[i]].job->Finish(std::move(slices[i]));
+  }
+}
+
+void ModelInstance::RunOneByOne(std::vector<Prepared>& jobs, const GatheredBatch& batch,
+                                absl::Duration input_time) {
+  for (size_t member : batch.members) {
+    auto single = Guarded("gathering the batch", [&] {
+      return assembly_->Gather({jobs[member].example});
+    });
+    if (!single.ok() || single->size() != 1) {
+      jobs[member].job->Finish(single.ok() ? absl::InternalError("gather split one example")
+                                           : single.status());
+      continue;
+    }
+    GatheredBatch one = std::move(single->front());
+    one.members = {member};
+    RunBatch(jobs, one, input_time);
+  }
+}
+
+void ModelInstance::RunExplanation(Prepared& one, absl::Duration input_time) {
+  absl::StatusOr<ExplainPass> pass = Guarded("starting the explanation", [&] {
+    return one.job->BeginExplain();
+  });
+  if (!pass.ok()) {
+    one.job->Finish(pass.status());
+    return;
+  }
+  const absl::Time infer_start = clock_->Now();
+  absl::StatusOr<NamedTensors> outputs = Guarded("explain", [&]() -> absl::StatusOr<NamedTensors> {
+    auto batches = assembly_->Gather({one.example});
+    if (!batches.ok()) return batches.status();
+    auto visit = [&pass](int layer, const NamedTensors& maps) {
+      NamedTensors mine;
+      for (const auto& [name, t] : maps) mine.emplace(name, t[0]);
+      return pass->visit(layer, mine);
+    };
+    auto all = runner_->Explain(batches->front().inputs, pass->layers, pass->args, visit);
+    if (!all.ok()) return all.status();
+    return assembly_->Scatter(*all, 0, one.example);
+  });
+  if (observer_ && outputs.ok()) {
+    observer_->Executed(1, input_time, clock_->Now() - infer_start, absl::ZeroDuration());
+  }
+  one.job->Finish(std::move(outputs));
+}
+
+}  // namespace gatescope

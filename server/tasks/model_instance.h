@@ -1,0 +1,51 @@
+// One model instance: its runner (on its device) and how its task gathers and scatters.
+// The batcher hands it groups of jobs; it prepares each job's example on the worker
+// thread, gathers them into model calls, runs them, and scatters the outputs back to
+// every job (explanation jobs run alone, layer by layer).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "server/batching/job.h"
+#include "server/common/clock.h"
+#include "server/runtime/model_runner.h"
+#include "server/tasks/batch_assembly.h"
+#include "server/tasks/execution_observer.h"
+#include "server/tasks/inference_job.h"
+
+namespace gatescope {
+
+class ModelInstance final : public Executor {
+ public:
+  // Owns `runner`. `assembly` (the model's task), `clock` and `observer` (may be null) are
+  // not owned and must outlive the instance.
+  ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAssembly* assembly,
+                const Clock* clock, ExecutionObserver* observer);
+
+  // Jobs must be InferenceJobs (others are refused with INTERNAL). A job whose Prepare
+  // fails finishes alone. A model call that fails with INVALID_ARGUMENT (the model
+  // rejected an input) is retried one example at a time, so only the offending requests
+  // fail; any other failure fails every job of the call. Every job is finished before this
+  // returns; nothing thrown escapes.
+  void Execute(std::vector<std::unique_ptr<Job>> group) override;
+
+ private:
+  struct Prepared {
+    std::unique_ptr<InferenceJob> job;
+    at::Tensor example;
+  };
+  std::vector<Prepared> Prepare(std::vector<std::unique_ptr<Job>> group);
+  void RunExplanation(Prepared& one, absl::Duration input_time);
+  void RunPredictions(std::vector<Prepared>& jobs, absl::Duration input_time);
+  void RunBatch(std::vector<Prepared>& jobs, GatheredBatch& batch, absl::Duration input_time);
+  void RunOneByOne(std::vector<Prepared>& jobs, const GatheredBatch& batch,
+                   absl::Duration input_time);
+
+  const std::unique_ptr<ModelRunner> runner_;
+  const BatchAssembly* const assembly_;
+  const Clock* const clock_;
+  ExecutionObserver* const observer_;
+};
+
+}  // namespace gatescope

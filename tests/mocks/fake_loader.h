@@ -1,0 +1,72 @@
+// ModelLoader fake: a "model file" is its metadata JSON in plain text, and every instance
+// is a FakeRunner, so repository and server tests run without TorchScript. It can also
+// refuse op libraries and GPUs. Thread-safe.
+#pragma once
+
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/runtime/model_loader.h"
+#include "tests/mocks/fake_runner.h"
+
+namespace gatescope::testing {
+
+class FakeLoader : public ModelLoader {
+ public:
+  // The op libraries that count as loaded (default: "gatescope").
+  void SetLoadedOps(std::set<std::string> ops) {
+    absl::MutexLock l(&mu_);
+    ops_ = std::move(ops);
+  }
+  // How many GPUs instances may use (default: none).
+  void SetGpus(int gpus) {
+    absl::MutexLock l(&mu_);
+    gpus_ = gpus;
+  }
+  // Runners made so far.
+  int loads() const {
+    absl::MutexLock l(&mu_);
+    return loads_;
+  }
+
+  absl::StatusOr<std::string> ReadMetadata(const std::string& path) const override {
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError(absl::StrCat("no model file at ", path));
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  absl::Status CheckOps(const std::string& name) const override {
+    absl::MutexLock l(&mu_);
+    if (ops_.count(name)) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat("op library '", name, "' is not loaded"));
+  }
+  absl::StatusOr<std::unique_ptr<ModelRunner>> Load(const std::string& path,
+                                                    const InstanceSpec& spec) const override {
+    if (!std::ifstream(path)) return absl::NotFoundError(absl::StrCat("no model file at ", path));
+    absl::MutexLock l(&mu_);
+    if (spec.kind == InstanceSpec::Kind::kGpu && spec.device >= gpus_) {
+      return absl::UnavailableError(absl::StrCat("GPU ", spec.device, " is not available"));
+    }
+    ++loads_;
+    return std::unique_ptr<ModelRunner>(std::make_unique<FakeRunner>(3));
+  }
+  DeviceInventory Devices() const override {
+    absl::MutexLock l(&mu_);
+    return {gpus_, gpus_ == 0 ? "the fake loader has none" : ""};
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::set<std::string> ops_ ABSL_GUARDED_BY(mu_) = {"gatescope"};
+  int gpus_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable int loads_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace gatescope::testing

@@ -1,0 +1,146 @@
+// KServe ModelInfer through the tasks: one job per example, outputs gathered into one
+// response, the tasks' own outputs and parameters, and the parameters of other tasks.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "server/api/infer_results.h"
+#include "tests/unit/tasks/task_test_util.h"
+
+namespace gatescope {
+namespace {
+
+using testing::Outcome;
+using testing::TaskFrom;
+namespace kv = ::inference;
+
+constexpr char kClassifier[] = R"({"task":"image_classification","input":{"shape":[1,2,2]},
+  "labels":["a","b","c"],"outputs":["logits"],"token_grid":[1,1],"cls_token":true,
+  "maps":["attention"],"layers":1,"heads":1})";
+
+constexpr char kDetector[] = R"({"task":"object_detection","input":{"shape":[1,8,8],
+  "any_size":true,"native_size":true},"labels":["a","b"],"outputs":["logits","boxes"],
+  "maps":["sampling_points"],"layers":2,"heads":1,"detection":{"encoder_layers":1,
+  "decoder_layers":1,"levels":1,"points":1,"queries":2,"score_threshold":0.5,
+  "max_detections":4}})";
+
+// A request of `batch` UINT8 images [1, h, w] of zeros.
+kv::ModelInferRequest Pixels(int batch, int h, int w) {
+  kv::ModelInferRequest r;
+  auto* in = r.add_inputs();
+  in->set_name("input");
+  in->set_datatype("UINT8");
+  for (int64_t d : {int64_t{batch}, int64_t{1}, int64_t{h}, int64_t{w}}) in->add_shape(d);
+  r.add_raw_input_contents(std::string(static_cast<size_t>(batch * h * w), '\0'));
+  return r;
+}
+
+// Runs every job with `outputs` as its model outputs.
+void RunAll(std::vector<std::unique_ptr<InferenceJob>>& jobs, const NamedTensors& outputs) {
+  for (auto& job : jobs) {
+    ASSERT_TRUE(job->Prepare().ok());
+    job->Finish(outputs);
+  }
+}
+
+std::vector<float> Floats(const kv::ModelInferResponse& r, int i) {
+  std::vector<float> out(r.raw_output_contents(i).size() / 4);
+  std::memcpy(out.data(), r.raw_output_contents(i).data(), out.size() * 4);
+  return out;
+}
+
+TEST(KServeInferTest, OneJobPerExampleAndOneResponse) {
+  auto task = TaskFrom(kClassifier);
+  kv::ModelInferRequest request = Pixels(2, 2, 2);
+  kv::ModelInferResponse response;
+  Outcome outcome;
+  auto results = std::make_shared<InferResults>(&request, &response, outcome.Done());
+  auto jobs = task->Infer(request, results);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  RunAll(*jobs, {{"logits", at::tensor({1.f, 2.f, 3.f})}});
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(outcome.calls, 1);
+  ASSERT_EQ(response.outputs_size(), 1);
+  EXPECT_EQ(response.outputs(0).name(), "logits");
+  EXPECT_EQ(std::vector<int64_t>(response.outputs(0).shape().begin(),
+                                 response.outputs(0).shape().end()),
+            (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Floats(response, 0), (std::vector<float>{1, 2, 3, 1, 2, 3}));
+}
+
+TEST(KServeInferTest, OneFailedExampleFailsTheCallOnce) {
+  auto task = TaskFrom(kClassifier);
+  kv::ModelInferRequest request = Pixels(3, 2, 2);
+  kv::ModelInferResponse response;
+  Outcome outcome;
+  auto results = std::make_shared<InferResults>(&request, &response, outcome.Done());
+  auto jobs = *task->Infer(request, results);
+  jobs[0]->Finish(NamedTensors{{"logits", at::zeros({3})}});
+  jobs[1]->Refuse(absl::ResourceExhaustedError("queue full"));
+  EXPECT_EQ(outcome.calls, 0);
+  jobs[2]->Finish(NamedTensors{{"logits", at::zeros({3})}});
+  EXPECT_EQ(outcome.calls, 1);
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(KServeInferTest, RequestsAreCheckedBeforeAnyJobExists) {
+  auto classifier = TaskFrom(kClassifier);
+  auto detector = TaskFrom(kDetector);
+  kv::ModelInferResponse response;
+  auto check = [&](const Task& task, kv::ModelInferRequest request, absl::StatusCode code) {
+    auto results = std::make_shared<InferResults>(&request, &response, nullptr);
+    EXPECT_EQ(task.Infer(request, results).status().code(), code) << request.DebugString();
+  };
+  kv::ModelInferRequest foreign = Pixels(1, 2, 2);
+  (*foreign.mutable_parameters())["max_detections"].set_int64_param(3);
+  check(*classifier, foreign, absl::StatusCode::kInvalidArgument);
+  kv::ModelInferRequest explain = Pixels(1, 8, 8);
+  (*explain.mutable_parameters())["explain"].set_string_param("rollout");
+  check(*detector, explain, absl::StatusCode::kInvalidArgument);
+  kv::ModelInferRequest unknown_output = Pixels(1, 2, 2);
+  unknown_output.add_outputs()->set_name("rollout");  // needs the explain parameter
+  check(*classifier, unknown_output, absl::StatusCode::kInvalidArgument);
+  kv::ModelInferRequest wrong_type = Pixels(1, 8, 8);
+  (*wrong_type.mutable_parameters())["max_detections"].set_string_param("3");
+  check(*detector, wrong_type, absl::StatusCode::kInvalidArgument);
+  check(*classifier, Pixels(1, 3, 3), absl::StatusCode::kInvalidArgument);  // wrong size
+  kv::ModelInferRequest cap = Pixels(1, 2, 2);
+  (*cap.mutable_parameters())["explain"].set_string_param("rollout");
+  auto tiny = TaskFrom(kClassifier, /*explain_max_bytes=*/8);
+  check(*tiny, cap, absl::StatusCode::kResourceExhausted);
+}
+
+TEST(KServeInferTest, DetectorsAddPaddedDetections) {
+  auto task = TaskFrom(kDetector);
+  kv::ModelInferRequest request = Pixels(1, 8, 8);
+  (*request.mutable_parameters())["max_detections"].set_int64_param(3);
+  for (const char* name : {"detection_boxes", "detection_scores", "detection_classes",
+                           "num_detections"}) {
+    request.add_outputs()->set_name(name);
+  }
+  kv::ModelInferResponse response;
+  Outcome outcome;
+  auto results = std::make_shared<InferResults>(&request, &response, outcome.Done());
+  auto jobs = *task->Infer(request, results);
+  // Query 0 scores sigmoid(3) for class 1; everything else is far below 0.5.
+  NamedTensors outputs{{"logits", at::tensor({-9.f, 3.f, -9.f, -9.f}).reshape({2, 2})},
+                       {"boxes", at::full({2, 4}, 0.5f)}};
+  RunAll(jobs, outputs);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  ASSERT_EQ(response.outputs_size(), 4);
+  EXPECT_EQ(response.outputs(0).shape(2), 4);
+  EXPECT_EQ(response.outputs(0).shape(1), 3);  // K = max_detections
+  const std::vector<float> boxes = Floats(response, 0);
+  EXPECT_FLOAT_EQ(boxes[0], 2.f);  // (0.5 - 0.25) * 8
+  EXPECT_FLOAT_EQ(boxes[2], 6.f);
+  EXPECT_FLOAT_EQ(boxes[4], 0.f);  // padding
+  int64_t count = 0;
+  std::memcpy(&count, response.raw_output_contents(3).data(), 8);
+  EXPECT_EQ(count, 1);
+  EXPECT_EQ(response.outputs(2).datatype(), "INT64");
+}
+
+}  // namespace
+}  // namespace gatescope

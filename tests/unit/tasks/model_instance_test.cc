@@ -1,0 +1,189 @@
+// One model instance: prepare, gather (the image tasks' stacking by shape), run, scatter.
+#include "server/tasks/model_instance.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "server/tasks/task_registry.h"
+#include "tests/mocks/fake_clock.h"
+#include "tests/mocks/fake_runner.h"
+#include "tests/mocks/tensor_job.h"
+
+namespace gatescope {
+namespace {
+
+using testing::FakeClock;
+using testing::FakeRunner;
+using testing::Results;
+using testing::TensorJob;
+
+// A classifier task over [1, 2, 2] inputs: the instance's gather and scatter.
+std::unique_ptr<Task> Classifier() {
+  ModelConfig config;
+  config.set_task("image_classification");
+  for (int64_t d : {1, 2, 2}) config.mutable_input()->add_shape(d);
+  for (const char* l : {"a", "b", "c"}) config.add_labels(l);
+  config.add_outputs("logits");
+  return CreateTask(config, TaskOptions()).value();
+}
+
+class RecordingObserver : public ExecutionObserver {
+ public:
+  void Executed(int batch_size, absl::Duration, absl::Duration, absl::Duration) override {
+    sizes.push_back(batch_size);
+  }
+  void Outputs(const NamedTensors& outputs) override { rows += outputs.at("logits").size(0); }
+  std::vector<int> sizes;
+  int64_t rows = 0;
+};
+
+class ModelInstanceTest : public ::testing::Test {
+ protected:
+  ModelInstanceTest() {
+    auto runner = std::make_unique<FakeRunner>();
+    runner_ = runner.get();
+    instance_ = std::make_unique<ModelInstance>(std::move(runner), task_.get(), &clock_, &observer_);
+  }
+  void Run(std::vector<std::unique_ptr<TensorJob>> jobs) {
+    std::vector<std::unique_ptr<Job>> group;
+    for (auto& j : jobs) group.push_back(std::move(j));
+    instance_->Execute(std::move(group));
+  }
+
+  std::unique_ptr<Task> task_ = Classifier();
+  FakeClock clock_;
+  RecordingObserver observer_;
+  FakeRunner* runner_ = nullptr;
+  std::unique_ptr<ModelInstance> instance_;
+};
+
+TEST_F(ModelInstanceTest, StacksTheGroupAndSlicesEachJobsOutputs) {
+  Results results(3);
+  std::vector<std::unique_ptr<TensorJob>> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(TensorJob::Filled(i, &results, float(i + 1)));
+  Run(std::move(jobs));
+  EXPECT_EQ(runner_->batch_sizes(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(observer_.sizes, (std::vector<int>{3}));
+  EXPECT_EQ(observer_.rows, 3);
+  absl::MutexLock l(&results.mu);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(results.by_index[i].ok()) << i;
+    const at::Tensor logits = results.by_index[i]->at("logits");
+    ASSERT_EQ(logits.dim(), 1);
+    // The sum of a 2x2 tensor filled with i + 1 is 4 (i + 1); times [1, 2, 3].
+    EXPECT_FLOAT_EQ(logits[2].item<float>(), 12.f * (i + 1)) << i;
+  }
+}
+
+TEST_F(ModelInstanceTest, DifferentShapesRunInSeparateCalls) {
+  Results results(3);
+  std::vector<std::unique_ptr<TensorJob>> jobs;
+  jobs.push_back(TensorJob::Filled(0, &results, 1.f));
+  jobs.push_back(std::make_unique<TensorJob>(1, &results, [] { return at::ones({3, 3}); }));
+  jobs.push_back(TensorJob::Filled(2, &results, 1.f));
+  Run(std::move(jobs));
+  EXPECT_EQ(runner_->batch_sizes(), (std::vector<int64_t>{2, 1}));
+  absl::MutexLock l(&results.mu);
+  EXPECT_FLOAT_EQ(results.by_index[1]->at("logits")[0].item<float>(), 9.f);
+  EXPECT_FLOAT_EQ(results.by_index[2]->at("logits")[0].item<float>(), 4.f);
+}
+
+TEST_F(ModelInstanceTest, AJobWhoseInputFailsFinishesAloneAndTheOthersRun) {
+  Results results(3);
+  std::vector<std::unique_ptr<TensorJob>> jobs;
+  jobs.push_back(std::make_unique<TensorJob>(0, &results, []() -> absl::StatusOr<at::Tensor> {
+    return absl::InvalidArgumentError("undecodable");
+  }));
+  jobs.push_back(std::make_unique<TensorJob>(1, &results, []() -> absl::StatusOr<at::Tensor> {
+    throw std::runtime_error("oops");
+  }));
+  jobs.push_back(TensorJob::Filled(2, &results, 2.f));
+  Run(std::move(jobs));
+  absl::MutexLock l(&results.mu);
+  EXPECT_EQ(results.by_index[0].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(std::string(results.by_index[1].status().message()).find("oops"), std::string::npos);
+  ASSERT_TRUE(results.by_index[2].ok());
+  EXPECT_FLOAT_EQ(results.by_index[2]->at("logits")[0].item<float>(), 8.f);
+  EXPECT_EQ(runner_->batch_sizes(), (std::vector<int64_t>{1}));
+}
+
+TEST_F(ModelInstanceTest, ARunnerErrorReachesEveryJobOfTheCall) {
+  runner_->FailWith(absl::InternalError("boom"));
+  Results results(2);
+  std::vector<std::unique_ptr<TensorJob>> jobs;
+  for (int i = 0; i < 2; ++i) jobs.push_back(TensorJob::Filled(i, &results, 1.f));
+  Run(std::move(jobs));
+  absl::MutexLock l(&results.mu);
+  EXPECT_EQ(results.by_index[0].status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(observer_.sizes.empty());  // only successful calls are counted
+}
+
+TEST_F(ModelInstanceTest, AnInputTheModelRejectsFailsOnlyItsOwnRequest) {
+  runner_->RejectExamplesAbove(10.f);  // examples filled with more than 2.5
+  Results results(3);
+  std::vector<std::unique_ptr<TensorJob>> jobs;
+  jobs.push_back(TensorJob::Filled(0, &results, 1.f));
+  jobs.push_back(TensorJob::Filled(1, &results, 3.f));
+  jobs.push_back(TensorJob::Filled(2, &results, 2.f));
+  Run(std::move(jobs));
+  // The batch of three was refused, then each example ran alone.
+  EXPECT_EQ(runner_->batch_sizes(), (std::vector<int64_t>{3, 1, 1, 1}));
+  absl::MutexLock l(&results.mu);
+  EXPECT_TRUE(results.by_index[0].ok());
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(results.by_index[2].ok());
+  EXPECT_FLOAT_EQ(results.by_index[2]->at("logits")[0].item<float>(), 8.f);
+}
+
+TEST_F(ModelInstanceTest, ExplanationsRunAloneWithArgumentsComputedAfterPrepare) {
+  Results results(3);
+  std::vector<int> seen0, seen2;
+  auto a = TensorJob::Filled(0, &results, 1.f);
+  a.get()->ExplainWith(2, nullptr, &seen0);
+  auto b = TensorJob::Filled(1, &results, 1.f);
+  b.get()->ExplainWith(2, []() -> absl::StatusOr<std::vector<double>> {
+    return absl::InvalidArgumentError("query outside the input");
+  }, nullptr);
+  auto c = TensorJob::Filled(2, &results, 1.f);
+  c.get()->ExplainWith(3, []() -> absl::StatusOr<std::vector<double>> {
+    return std::vector<double>{0.25, 0.5};
+  }, &seen2);
+  std::vector<std::unique_ptr<TensorJob>> jobs;
+  jobs.push_back(std::move(a));
+  jobs.push_back(std::move(b));
+  jobs.push_back(std::move(c));
+  Run(std::move(jobs));
+  EXPECT_EQ(seen0, (std::vector<int>{0, 1}));
+  EXPECT_EQ(seen2, (std::vector<int>{0, 1, 2}));
+  // Job 0 had no extra arguments; job 1 never ran.
+  EXPECT_EQ(runner_->explain_args(), (std::vector<std::vector<double>>{{}, {0.25, 0.5}}));
+  EXPECT_EQ(runner_->batch_sizes(), (std::vector<int64_t>{1, 1}));
+  absl::MutexLock l(&results.mu);
+  EXPECT_TRUE(results.by_index[0].ok());
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(results.by_index[2].ok());
+  EXPECT_EQ(results.by_index[2]->at("logits").dim(), 1);  // the batch dim is removed
+}
+
+TEST_F(ModelInstanceTest, JobsOtherThanInferenceJobsAreRefused) {
+  struct Other : Job {
+    absl::Status* got;
+    explicit Other(absl::Status* g) : got(g) {}
+    void Refuse(absl::Status st) override { *got = st; }
+  };
+  absl::Status got;
+  std::vector<std::unique_ptr<Job>> group;
+  group.push_back(std::make_unique<Other>(&got));
+  instance_->Execute(std::move(group));
+  EXPECT_EQ(got.code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(runner_->batch_sizes().empty());
+}
+
+}  // namespace
+}  // namespace gatescope
