@@ -246,7 +246,9 @@ TEST(MsDeformKernelLaunch, NonFiniteInputsPropagateLikeCpu) {
     const bool poisoned = slot == 0 || slot == 3 || slot == 4;
     EXPECT_EQ(std::isnan(gpu[i]), poisoned) << i;
     EXPECT_EQ(std::isnan(cpu[i]), poisoned) << i;
-    if (!poisoned) EXPECT_NEAR(gpu[i], cpu[i], 1e-5) << i;
+    if (!poisoned) {
+      EXPECT_NEAR(gpu[i], cpu[i], 1e-5) << i;
+    }
   }
 }
 
