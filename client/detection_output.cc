@@ -3,11 +3,13 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "client/detection_view.h"
 #include "client/file_io.h"
 #include "client/json_writer.h"
 #include "client/npy_writer.h"
 #include "client/panel.h"
+#include "server/common/status_macros.h"
 
 namespace gatescope::client {
 namespace {
@@ -37,52 +39,80 @@ std::vector<DrawnBox> BoxesOf(const Detections& detections) {
   return boxes;
 }
 
-bool Write(const std::string& path, const Tensor& t, std::vector<std::string>& npy,
-           std::string& why) {
-  if (!WriteNpy(path, ShapeOf(t), t.data())) {
-    why = "cannot write " + path;
-    return false;
-  }
+absl::Status Write(const std::string& path, const Tensor& t, std::vector<std::string>& npy) {
+  if (!WriteNpy(path, ShapeOf(t), t.data())) return absl::InternalError("cannot write " + path);
   npy.push_back(path);
-  return true;
+  return absl::OkStatus();
+}
+
+absl::Status WritePicture(const std::string& path, const cv::Mat& picture, const char* key,
+                          std::string& json) {
+  if (!WritePng(path, picture)) return absl::InternalError("cannot render or write " + path);
+  json += ",\"" + std::string(key) + "\":" + JsonString(path);
+  return absl::OkStatus();
 }
 
 // The encoder gate panel: the input, then each (layer, level) map averaged over heads and
 // sampled levels. Writes the .npy files too.
-bool WriteEncoderGates(const std::string& prefix, const cv::Mat& image,
-                       const ::gatescope::v1::ExplainResponse& resp, std::string& json,
-                       std::vector<std::string>& npy, std::string& why) {
+absl::Status WriteEncoderGates(const std::string& prefix, const cv::Mat& image,
+                               const ::gatescope::v1::ExplainResponse& resp, std::string& json,
+                               std::vector<std::string>& npy) {
   // Each map is [M, L, h, w] and the maps come level by level: L per encoder layer.
   const Tensor& first = resp.encoder_plug_gates(0);
   const int levels = first.shape_size() == 4 ? static_cast<int>(first.shape(1)) : 0;
   if (levels <= 0 || resp.encoder_plug_gates_size() % levels != 0) {
-    why = "encoder_plug_gates do not come in whole layers of levels";
-    return false;
+    return absl::DataLossError("encoder_plug_gates do not come in whole layers of levels");
   }
   const cv::Size tile = TileSize(image.size(), 112, 256);
   std::vector<cv::Mat> tiles = {InputTile(image, tile)};
   std::vector<std::string> captions = {"input"};
   for (int i = 0; i < resp.encoder_plug_gates_size(); ++i) {
     const Tensor& g = resp.encoder_plug_gates(i);
-    if (!WellFormed(g, 4)) {
-      why = "malformed encoder_plug_gates in the response";
-      return false;
-    }
+    if (!WellFormed(g, 4))
+      return absl::DataLossError("malformed encoder_plug_gates in the response");
     const std::string name = "e" + std::to_string(i / levels) + ".k" + std::to_string(i % levels);
-    if (!Write(prefix + "encoder_plug_gate." + name + ".npy", g, npy, why)) return false;
+    GS_RETURN_IF_ERROR(Write(prefix + "encoder_plug_gate." + name + ".npy", g, npy));
     const cv::Mat mean = HeadMean(Floats(g), static_cast<int>(g.shape(0) * g.shape(1)),
                                   static_cast<int>(g.shape(2)), static_cast<int>(g.shape(3)));
     tiles.push_back(OverlayTile(image, mean, tile));
     captions.push_back("gate " + name + " (" + std::to_string(g.shape(2)) + "x" +
                        std::to_string(g.shape(3)) + ")");
   }
-  const std::string path = prefix + "encoder_plug_gates.png";
-  if (!WritePng(path, ComposePanel(tiles, captions))) {
-    why = "cannot render or write " + path;
-    return false;
+  return WritePicture(prefix + "encoder_plug_gates.png", ComposePanel(tiles, captions),
+                      "encoder_plug_gates", json);
+}
+
+// Writes detection `i`'s maps as .npy files; returns the last decoder layer's sampling
+// points (every head, level and point) with their weights, to draw.
+absl::StatusOr<DrawnPoints> WriteDetectionMaps(const std::string& prefix, int i,
+                                               const ::gatescope::v1::DetectionMaps& maps,
+                                               const Detection& detection,
+                                               std::vector<std::string>& npy) {
+  const Tensor& loc = maps.sampling_points();
+  const Tensor& w = maps.attention_weights();
+  if (!WellFormed(loc, 5) || !WellFormed(w, 4) || loc.shape(4) != 2 ||
+      NpyElements(ShapeOf(loc)) != 2 * NpyElements(ShapeOf(w))) {
+    return absl::DataLossError("malformed detection maps in the response");
   }
-  json += ",\"encoder_plug_gates\":" + JsonString(path);
-  return true;
+  const std::string stem = prefix + "detection" + std::to_string(i);
+  GS_RETURN_IF_ERROR(Write(stem + ".sampling_points.npy", loc, npy));
+  GS_RETURN_IF_ERROR(Write(stem + ".attention_weights.npy", w, npy));
+  if (maps.has_plug_gate()) {
+    if (!WellFormed(maps.plug_gate(), 3)) {
+      return absl::DataLossError("malformed plug_gate in the response");
+    }
+    GS_RETURN_IF_ERROR(Write(stem + ".plug_gate.npy", maps.plug_gate(), npy));
+  }
+  const int64_t per_layer = NpyElements(ShapeOf(w)) / w.shape(0);
+  const float* xy = Floats(loc) + (w.shape(0) - 1) * per_layer * 2;
+  const float* weights = Floats(w) + (w.shape(0) - 1) * per_layer;
+  DrawnPoints points;
+  points.label = detection.label_index();
+  for (int64_t j = 0; j < per_layer; ++j) {
+    points.points.emplace_back(xy[2 * j], xy[2 * j + 1]);
+    points.weights.push_back(weights[j]);
+  }
+  return points;
 }
 
 }  // namespace
@@ -100,78 +130,38 @@ std::string DetectionsJson(const Detections& detections) {
   return out + "]";
 }
 
-bool WriteDetectionPicture(const std::string& prefix, const cv::Mat& image,
-                           const Detections& detections, std::string& json, std::string& why) {
-  if (image.empty()) {
-    why = "boxes.png needs an encoded image input";
-    return false;
-  }
-  const std::string path = prefix + "boxes.png";
-  if (!WritePng(path, DetectionPicture(image, BoxesOf(detections)))) {
-    why = "cannot render or write " + path;
-    return false;
-  }
-  json += ",\"boxes\":" + JsonString(path);
-  return true;
+absl::Status WriteDetectionPicture(const std::string& prefix, const cv::Mat& image,
+                                   const Detections& detections, std::string& json) {
+  if (image.empty()) return absl::InvalidArgumentError("boxes.png needs an encoded image input");
+  return WritePicture(prefix + "boxes.png", DetectionPicture(image, BoxesOf(detections)), "boxes",
+                      json);
 }
 
-bool WriteDetectionExplainFiles(const std::string& prefix, const cv::Mat& image,
-                                const ::gatescope::v1::ExplainResponse& resp, std::string& json,
-                                std::string& why) {
+absl::Status WriteDetectionExplainFiles(const std::string& prefix, const cv::Mat& image,
+                                        const ::gatescope::v1::ExplainResponse& resp,
+                                        std::string& json) {
   if (resp.detection_maps_size() != resp.detections_size()) {
-    why = "the response has maps for " + std::to_string(resp.detection_maps_size()) + " of " +
-          std::to_string(resp.detections_size()) + " detections";
-    return false;
+    return absl::DataLossError("the response has maps for " +
+                               std::to_string(resp.detection_maps_size()) + " of " +
+                               std::to_string(resp.detections_size()) + " detections");
   }
   std::vector<std::string> npy;
   std::vector<DrawnPoints> points;
   for (int i = 0; i < resp.detection_maps_size(); ++i) {
-    const auto& maps = resp.detection_maps(i);
-    const Tensor& loc = maps.sampling_points();
-    const Tensor& w = maps.attention_weights();
-    if (!WellFormed(loc, 5) || !WellFormed(w, 4) || loc.shape(4) != 2 ||
-        NpyElements(ShapeOf(loc)) != 2 * NpyElements(ShapeOf(w))) {
-      why = "malformed detection maps in the response";
-      return false;
-    }
-    const std::string stem = prefix + "detection" + std::to_string(i);
-    if (!Write(stem + ".sampling_points.npy", loc, npy, why) ||
-        !Write(stem + ".attention_weights.npy", w, npy, why)) {
-      return false;
-    }
-    if (maps.has_plug_gate()) {
-      if (!WellFormed(maps.plug_gate(), 3) ||
-          !Write(stem + ".plug_gate.npy", maps.plug_gate(), npy, why)) {
-        if (why.empty()) why = "malformed plug_gate in the response";
-        return false;
-      }
-    }
-    // The last decoder layer's points: its slice of every head, level and point.
-    const int64_t per_layer = NpyElements(ShapeOf(w)) / w.shape(0);
-    const float* xy = Floats(loc) + (w.shape(0) - 1) * per_layer * 2;
-    const float* weights = Floats(w) + (w.shape(0) - 1) * per_layer;
-    DrawnPoints p;
-    p.label = resp.detections(i).label_index();
-    for (int64_t j = 0; j < per_layer; ++j) {
-      p.points.emplace_back(xy[2 * j], xy[2 * j + 1]);
-      p.weights.push_back(weights[j]);
-    }
+    GS_ASSIGN_OR_RETURN(DrawnPoints p, WriteDetectionMaps(prefix, i, resp.detection_maps(i),
+                                                          resp.detections(i), npy));
     points.push_back(std::move(p));
   }
-  const std::string path = prefix + "sampling_points.png";
   if (!image.empty()) {
-    if (!WritePng(path, DetectionPicture(image, BoxesOf(resp.detections()), points))) {
-      why = "cannot render or write " + path;
-      return false;
+    GS_RETURN_IF_ERROR(WritePicture(prefix + "sampling_points.png",
+                                    DetectionPicture(image, BoxesOf(resp.detections()), points),
+                                    "sampling_points", json));
+    if (resp.encoder_plug_gates_size() > 0) {
+      GS_RETURN_IF_ERROR(WriteEncoderGates(prefix, image, resp, json, npy));
     }
-    json += ",\"sampling_points\":" + JsonString(path);
-  }
-  if (resp.encoder_plug_gates_size() > 0 && !image.empty() &&
-      !WriteEncoderGates(prefix, image, resp, json, npy, why)) {
-    return false;
   }
   json += ",\"npy\":" + JsonStringArray(npy);
-  return true;
+  return absl::OkStatus();
 }
 
 }  // namespace gatescope::client

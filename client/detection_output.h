@@ -3,10 +3,10 @@
 // as a picture and .npy files. Uses the gatescope.v1 messages, no channel.
 #pragma once
 
+#include <opencv2/core.hpp>
 #include <string>
 
-#include <opencv2/core.hpp>
-
+#include "absl/status/status.h"
 #include "gatescope/v1/inference.pb.h"
 
 namespace gatescope::client {
@@ -17,12 +17,12 @@ std::string DetectionsJson(
     const google::protobuf::RepeatedPtrField<::gatescope::v1::Detection>& detections);
 
 // Predict output `prefix` + "boxes.png": DetectionPicture of the boxes (captions
-// "<label> <score>") over `image`. Appends ,"boxes":"<path>" to `json`. False with `why`
-// if `image` is empty (raw tensor inputs) or the write fails.
-bool WriteDetectionPicture(
+// "<label> <score>") over `image`. Appends ,"boxes":"<path>" to `json`. An error if
+// `image` is empty (raw tensor inputs) or the write fails.
+absl::Status WriteDetectionPicture(
     const std::string& prefix, const cv::Mat& image,
     const google::protobuf::RepeatedPtrField<::gatescope::v1::Detection>& detections,
-    std::string& json, std::string& why);
+    std::string& json);
 
 // Explain outputs, at paths `prefix` + name:
 //   sampling_points.png   the boxes and, per detection, the last decoder layer's sampling
@@ -34,9 +34,9 @@ bool WriteDetectionPicture(
 //                           level k the gate map (mean over heads and sampled levels);
 //   encoder_plug_gate.e<e>.k<k>.npy     float32 [M, L, h_k, w_k].
 // JSON members appended to `json`: "sampling_points", "encoder_plug_gates", "npy": [...].
-// False with `why` if the response is malformed or a write fails.
-bool WriteDetectionExplainFiles(const std::string& prefix, const cv::Mat& image,
-                                const ::gatescope::v1::ExplainResponse& resp, std::string& json,
-                                std::string& why);
+// An error if the response is malformed or a write fails.
+absl::Status WriteDetectionExplainFiles(const std::string& prefix, const cv::Mat& image,
+                                        const ::gatescope::v1::ExplainResponse& resp,
+                                        std::string& json);
 
 }  // namespace gatescope::client

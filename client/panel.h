@@ -41,4 +41,14 @@ cv::Mat OverlayTile(const cv::Mat& image, const cv::Mat& map, cv::Size tile);
 // caption count is not the tile count.
 cv::Mat ComposePanel(const std::vector<cv::Mat>& tiles, const std::vector<std::string>& captions);
 
+// `render()`, or an empty Mat (which WritePng refuses) if OpenCV throws.
+template <typename Render>
+cv::Mat Rendered(Render render) {
+  try {
+    return render();
+  } catch (const cv::Exception&) {
+    return {};
+  }
+}
+
 }  // namespace gatescope::client

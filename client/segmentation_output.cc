@@ -1,7 +1,6 @@
 #include "client/segmentation_output.h"
 
 #include <cstring>
-
 #include <opencv2/imgproc.hpp>
 
 #include "client/file_io.h"
@@ -9,23 +8,29 @@
 #include "client/npy_writer.h"
 #include "client/panel.h"
 #include "client/segmentation_view.h"
+#include "server/common/status_macros.h"
 
 namespace gatescope::client {
 namespace {
 
 using ::gatescope::v1::Tensor;
 
-// A FLOAT32 [rows, cols] tensor as a CV_32FC1 Mat; false with `why` if malformed.
-bool MapFromProto(const Tensor& t, const std::string& name, cv::Mat& map, std::string& why) {
-  if (t.dtype() != Tensor::FLOAT32 || t.shape_size() != 2 || t.shape(0) <= 0 || t.shape(1) <= 0 ||
-      t.shape(0) > (1 << 15) || t.shape(1) > (1 << 15) ||
-      static_cast<uint64_t>(t.shape(0) * t.shape(1)) * 4 != t.data().size()) {
-    why = "malformed " + name + " map in the response";
-    return false;
+// True if `t` is a [rows, cols] tensor of `dtype` (sides in 1..32768) holding exactly
+// rows * cols * `element_size` bytes.
+bool IsPlane(const Tensor& t, Tensor::DType dtype, uint64_t element_size) {
+  return t.dtype() == dtype && t.shape_size() == 2 && t.shape(0) > 0 && t.shape(1) > 0 &&
+         t.shape(0) <= (1 << 15) && t.shape(1) <= (1 << 15) &&
+         static_cast<uint64_t>(t.shape(0) * t.shape(1)) * element_size == t.data().size();
+}
+
+// A FLOAT32 [rows, cols] tensor as a CV_32FC1 Mat; an error if malformed.
+absl::StatusOr<cv::Mat> MapFromProto(const Tensor& t, const std::string& name) {
+  if (!IsPlane(t, Tensor::FLOAT32, 4)) {
+    return absl::DataLossError("malformed " + name + " map in the response");
   }
-  map.create(static_cast<int>(t.shape(0)), static_cast<int>(t.shape(1)), CV_32FC1);
+  cv::Mat map(static_cast<int>(t.shape(0)), static_cast<int>(t.shape(1)), CV_32FC1);
   std::memcpy(map.ptr<float>(), t.data().data(), t.data().size());
-  return true;
+  return map;
 }
 
 std::vector<int64_t> ShapeOf(const Tensor& t) { return {t.shape().begin(), t.shape().end()}; }
@@ -36,24 +41,22 @@ std::string Member(const std::string& key, const std::string& path) {
 
 // The panel of one map kind: the input, then each stage's map over it, the query marked.
 // Writes `prefix` + png_name and one .npy per stage.
-bool WriteStagePanel(const std::string& prefix, const std::string& kind,
-                     const std::string& png_name, const cv::Mat& image,
-                     const google::protobuf::RepeatedPtrField<Tensor>& maps,
-                     const ::gatescope::v1::QueryPixel* query, std::string& json,
-                     std::vector<std::string>& npy, std::string& why) {
+absl::Status WriteStagePanel(const std::string& prefix, const std::string& kind,
+                             const std::string& png_name, const cv::Mat& image,
+                             const google::protobuf::RepeatedPtrField<Tensor>& maps,
+                             const ::gatescope::v1::QueryPixel* query, std::string& json,
+                             std::vector<std::string>& npy) {
   const cv::Size tile = TileSize(image.size(), 112, 1024);
   std::vector<cv::Mat> tiles = {InputTile(image, tile)};
   std::vector<std::string> captions = {"input"};
   for (int s = 0; s < maps.size(); ++s) {
-    cv::Mat map;
-    if (!MapFromProto(maps.Get(s), kind, map, why)) return false;
+    GS_ASSIGN_OR_RETURN(const cv::Mat map, MapFromProto(maps.Get(s), kind));
     tiles.push_back(OverlayTile(image, map, tile));
     captions.push_back(kind + " s" + std::to_string(s) + " (" + std::to_string(map.rows) + "x" +
                        std::to_string(map.cols) + ")");
     const std::string path = prefix + kind + ".s" + std::to_string(s) + ".npy";
     if (!WriteNpy(path, ShapeOf(maps.Get(s)), maps.Get(s).data())) {
-      why = "cannot write " + path;
-      return false;
+      return absl::InternalError("cannot write " + path);
     }
     npy.push_back(path);
   }
@@ -62,18 +65,17 @@ bool WriteStagePanel(const std::string& prefix, const std::string& kind,
   }
   const std::string path = prefix + png_name;
   if (!WritePng(path, ComposePanel(tiles, captions))) {
-    why = "cannot render or write " + path;
-    return false;
+    return absl::InternalError("cannot render or write " + path);
   }
   json += Member(png_name.substr(0, png_name.size() - 4), path);
-  return true;
+  return absl::OkStatus();
 }
 
-bool WriteMaskPicture(const std::string& prefix, const cv::Mat& image,
-                      const ::gatescope::v1::Segmentation& seg,
-                      const std::vector<std::string>& labels, cv::Mat& mask, std::string& json,
-                      std::string& why) {
-  if (!MaskFromProto(seg.mask(), mask, why)) return false;
+absl::StatusOr<cv::Mat> WriteMaskPicture(const std::string& prefix, const cv::Mat& image,
+                                         const ::gatescope::v1::Segmentation& seg,
+                                         const std::vector<std::string>& labels,
+                                         std::string& json) {
+  GS_ASSIGN_OR_RETURN(cv::Mat mask, MaskFromProto(seg.mask()));
   std::vector<std::string> names;
   for (int i = 0; i < seg.class_pixels_size(); ++i) {
     names.push_back(i < static_cast<int>(labels.size()) ? labels[i] : std::to_string(i));
@@ -81,25 +83,19 @@ bool WriteMaskPicture(const std::string& prefix, const cv::Mat& image,
   const std::vector<int64_t> pixels(seg.class_pixels().begin(), seg.class_pixels().end());
   const std::string path = prefix + "mask.png";
   if (!WritePng(path, SegmentationPicture(image, mask, names, pixels))) {
-    why = "cannot render or write " + path;
-    return false;
+    return absl::InternalError("cannot render or write " + path);
   }
   json += Member("mask", path);
-  return true;
+  return mask;
 }
 
 }  // namespace
 
-bool MaskFromProto(const Tensor& t, cv::Mat& mask, std::string& why) {
-  if (t.dtype() != Tensor::UINT8 || t.shape_size() != 2 || t.shape(0) <= 0 || t.shape(1) <= 0 ||
-      t.shape(0) > (1 << 15) || t.shape(1) > (1 << 15) ||
-      static_cast<uint64_t>(t.shape(0) * t.shape(1)) != t.data().size()) {
-    why = "malformed mask in the response";
-    return false;
-  }
-  mask.create(static_cast<int>(t.shape(0)), static_cast<int>(t.shape(1)), CV_8UC1);
+absl::StatusOr<cv::Mat> MaskFromProto(const Tensor& t) {
+  if (!IsPlane(t, Tensor::UINT8, 1)) return absl::DataLossError("malformed mask in the response");
+  cv::Mat mask(static_cast<int>(t.shape(0)), static_cast<int>(t.shape(1)), CV_8UC1);
   std::memcpy(mask.data, t.data().data(), t.data().size());
-  return true;
+  return mask;
 }
 
 std::string SegmentationJson(const ::gatescope::v1::Segmentation& seg,
@@ -118,53 +114,42 @@ std::string SegmentationJson(const ::gatescope::v1::Segmentation& seg,
   return json + "}";
 }
 
-bool WritePredictFiles(const std::string& prefix, const cv::Mat& image,
-                       const ::gatescope::v1::Segmentation& seg,
-                       const std::vector<std::string>& labels, std::string& json,
-                       std::string& why) {
-  cv::Mat mask;
-  if (!WriteMaskPicture(prefix, image, seg, labels, mask, json, why)) return false;
+absl::Status WritePredictFiles(const std::string& prefix, const cv::Mat& image,
+                               const ::gatescope::v1::Segmentation& seg,
+                               const std::vector<std::string>& labels, std::string& json) {
+  GS_ASSIGN_OR_RETURN(const cv::Mat mask, WriteMaskPicture(prefix, image, seg, labels, json));
   const std::string raw = prefix + "mask_raw.png";
   const bool raw_ok =
       seg.mask_png().empty() ? WritePng(raw, mask) : WriteBytes(raw, seg.mask_png());
-  if (!raw_ok) {
-    why = "cannot write " + raw;
-    return false;
-  }
+  if (!raw_ok) return absl::InternalError("cannot write " + raw);
   json += Member("mask_raw", raw);
   if (seg.has_probabilities()) {
     const std::string path = prefix + "probabilities.npy";
     if (seg.probabilities().dtype() != Tensor::FLOAT32 ||
         !WriteNpy(path, ShapeOf(seg.probabilities()), seg.probabilities().data())) {
-      why = "malformed probabilities or cannot write " + path;
-      return false;
+      return absl::InternalError("malformed probabilities or cannot write " + path);
     }
     json += Member("probabilities", path);
   }
-  return true;
+  return absl::OkStatus();
 }
 
-bool WriteExplainFiles(const std::string& prefix, const cv::Mat& image,
-                       const ::gatescope::v1::ExplainResponse& resp,
-                       const ::gatescope::v1::QueryPixel* query,
-                       const std::vector<std::string>& labels, std::string& json,
-                       std::string& why) {
-  cv::Mat mask;
-  if (!WriteMaskPicture(prefix, image, resp.segmentation(), labels, mask, json, why)) {
-    return false;
-  }
+absl::Status WriteExplainFiles(const std::string& prefix, const cv::Mat& image,
+                               const ::gatescope::v1::ExplainResponse& resp,
+                               const ::gatescope::v1::QueryPixel* query,
+                               const std::vector<std::string>& labels, std::string& json) {
+  GS_RETURN_IF_ERROR(WriteMaskPicture(prefix, image, resp.segmentation(), labels, json).status());
   std::vector<std::string> npy;
-  if (resp.gates_size() > 0 &&
-      !WriteStagePanel(prefix, "gate", "gates.png", image, resp.gates(), nullptr, json, npy, why)) {
-    return false;
+  if (resp.gates_size() > 0) {
+    GS_RETURN_IF_ERROR(
+        WriteStagePanel(prefix, "gate", "gates.png", image, resp.gates(), nullptr, json, npy));
   }
-  if (resp.query_attention_size() > 0 &&
-      !WriteStagePanel(prefix, "query_attention", "query_attention.png", image,
-                       resp.query_attention(), query, json, npy, why)) {
-    return false;
+  if (resp.query_attention_size() > 0) {
+    GS_RETURN_IF_ERROR(WriteStagePanel(prefix, "query_attention", "query_attention.png", image,
+                                       resp.query_attention(), query, json, npy));
   }
   json += ",\"npy\":" + JsonStringArray(npy);
-  return true;
+  return absl::OkStatus();
 }
 
 }  // namespace gatescope::client

@@ -3,18 +3,18 @@
 // and .npy files. Uses the gatescope.v1 messages, no channel.
 #pragma once
 
+#include <opencv2/core.hpp>
 #include <string>
 #include <vector>
 
-#include <opencv2/core.hpp>
-
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "gatescope/v1/inference.pb.h"
 
 namespace gatescope::client {
 
-// True if `t` is UINT8 [H0, W0] holding exactly its bytes; then `mask` is a CV_8UC1 copy.
-// Otherwise false with `why`.
-bool MaskFromProto(const ::gatescope::v1::Tensor& t, cv::Mat& mask, std::string& why);
+// A CV_8UC1 copy of `t` if it is UINT8 [H0, W0] holding exactly its bytes; else an error.
+absl::StatusOr<cv::Mat> MaskFromProto(const ::gatescope::v1::Tensor& t);
 
 // JSON object members, each after a comma: "height", "width" (of the mask) and
 // "class_pixels": {"<label>": pixels, ...} in label order (labels missing from `labels`
@@ -29,10 +29,10 @@ std::string SegmentationJson(const ::gatescope::v1::Segmentation& seg,
 //                      (8-bit gray, pixel value = class index);
 //   probabilities.npy  float32 [classes, H0, W0], when the response has probabilities.
 // Appends a `,"<key>":"<path>"` JSON member per file to `json` (keys mask, mask_raw,
-// probabilities). False with `why` if the response is malformed or a write fails.
-bool WritePredictFiles(const std::string& prefix, const cv::Mat& image,
-                       const ::gatescope::v1::Segmentation& seg,
-                       const std::vector<std::string>& labels, std::string& json, std::string& why);
+// probabilities). An error if the response is malformed or a write fails.
+absl::Status WritePredictFiles(const std::string& prefix, const cv::Mat& image,
+                               const ::gatescope::v1::Segmentation& seg,
+                               const std::vector<std::string>& labels, std::string& json);
 
 // Explain outputs, at paths `prefix` + name:
 //   mask.png                   as for predict;
@@ -44,9 +44,9 @@ bool WritePredictFiles(const std::string& prefix, const cv::Mat& image,
 //   query_attention.s<k>.npy   float32 [h_k, w_k] per stage k.
 // `query` is null without a query pixel. JSON members as for predict (keys mask, gates,
 // query_attention, npy: [paths]).
-bool WriteExplainFiles(const std::string& prefix, const cv::Mat& image,
-                       const ::gatescope::v1::ExplainResponse& resp,
-                       const ::gatescope::v1::QueryPixel* query,
-                       const std::vector<std::string>& labels, std::string& json, std::string& why);
+absl::Status WriteExplainFiles(const std::string& prefix, const cv::Mat& image,
+                               const ::gatescope::v1::ExplainResponse& resp,
+                               const ::gatescope::v1::QueryPixel* query,
+                               const std::vector<std::string>& labels, std::string& json);
 
 }  // namespace gatescope::client

@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libtorch-dev python3-torch libopenblas0-pthread
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libopencv-dev libabsl-dev prometheus-cpp-dev
+  libopencv-dev libabsl-dev prometheus-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3-numpy python3-pytest python3-grpcio
   dataset-fashion-mnist mricron-data

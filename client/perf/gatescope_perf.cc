@@ -14,6 +14,7 @@
 // KServe v2 ModelInfer BYTES tensors of one element. The server-side split (average queue
 // time per request and compute input/infer/output time per inference) comes from KServe
 // ModelStatistics taken before and after the measurement.
+#include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -25,10 +26,10 @@
 #include <sstream>
 #include <thread>
 
-#include "client/cli_args.h"
+#include "absl/status/status.h"
+#include "client/cli_checks.h"
 #include "client/json_writer.h"
 #include "client/perf/load_stats.h"
-#include "client/status_names.h"
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "inference/grpc_service.grpc.pb.h"
 
@@ -166,7 +167,7 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs,
         const auto done = Clock::now();
         Sample sample{since_start_us(done),
                       std::chrono::duration_cast<std::chrono::microseconds>(done - sent).count(),
-                      st.ok() ? "OK" : client::CodeName(st.error_code())};
+                      absl::StatusCodeToString(static_cast<absl::StatusCode>(st.error_code()))};
         std::lock_guard<std::mutex> lock(mu);  // recorded at once so windows see it
         samples.push_back(std::move(sample));
       }
@@ -234,67 +235,108 @@ std::string ToCsvRow(const Result& r) {
   return out.str();
 }
 
-int Main(int argc, char** argv) {
-  client::Args args;
-  if (!client::ParseArgs(argc, argv, 1, args)) return 1;
+// The flags (CLI11, as in gatescope-client: see client/main.cc for why) into `opt`, the
+// concurrency levels to measure, and the rest.
+struct Flags {
   Options opt;
-  opt.server = args.Get("server", opt.server);
-  opt.model = args.Get("model", "");
-  const std::string api = args.Get("api", "gatescope");
-  if (api != "gatescope" && api != "kserve") {
-    std::cerr << "--api must be gatescope or kserve\n";
-    return 1;
-  }
-  opt.kserve = api == "kserve";
-  opt.request_rate = std::stod(args.Get("request-rate", "0"));
-  opt.warmup_ms = std::stoi(args.Get("warmup-ms", "2000"));
-  opt.window_ms = std::stoi(args.Get("window-ms", "2000"));
-  opt.max_windows = std::max(3, std::stoi(args.Get("max-windows", "10")));
-  opt.timeout_ms = std::stoi(args.Get("timeout-ms", "30000"));
-  opt.stability = std::stod(args.Get("stability", "0.1"));
-  const std::string format = args.Get("format", "json");
-  if (opt.model.empty() || args.positional.empty()) {
-    std::cerr << "usage: gatescope-perf --server ADDR --model NAME [--concurrency N | "
-                 "--concurrency-range A:B:S] [--request-rate R] [--format json|csv] INPUT...\n";
-    return 1;
-  }
-  std::vector<int> levels;
-  if (const std::string range = args.Get("concurrency-range", ""); !range.empty()) {
-    int a = 1, b = 1, step = 1;
-    if (std::sscanf(range.c_str(), "%d:%d:%d", &a, &b, &step) < 2 || a < 1 || b < a ||
-        step < 1) {
-      std::cerr << "--concurrency-range wants START:END[:STEP]\n";
-      return 1;
-    }
-    for (int c = a; c <= b; c += step) levels.push_back(c);
-  } else {
-    levels.push_back(std::max(1, std::stoi(args.Get("concurrency", "1"))));
-  }
+  std::vector<int> levels;  // from --concurrency-range; empty: just --concurrency
+  std::string api = "gatescope";
+  std::string format = "json";
   std::vector<std::string> inputs;
-  for (const auto& path : args.positional) {
+};
+
+void AddFlags(CLI::App& app, Flags& f) {
+  using client::IntegerIn;
+  using client::NumberIn;
+  app.add_option("--server", f.opt.server, "gRPC address of the gatescope server (HOST:PORT)");
+  app.add_option("--model", f.opt.model, "model name")->required();
+  app.add_option("--api", f.api, "gatescope.v1 Predict, or KServe v2 ModelInfer")
+      ->check(CLI::IsMember({"gatescope", "kserve"}));
+  CLI::Option* concurrency =
+      app.add_option("--concurrency", f.opt.concurrency, "requests in flight (sending threads)")
+          ->check(IntegerIn(1, 1024));
+  app.add_option_function<std::vector<int>>(
+         "--concurrency-range",
+         [&f](const std::vector<int>& r) {
+           if (r.size() < 2 || r.size() > 3 || r[1] < r[0]) {
+             throw CLI::ValidationError("--concurrency-range", "wants START:END[:STEP], END >= START");
+           }
+           for (int c = r[0]; c <= r[1]; c += r.size() == 3 ? r[2] : 1) f.levels.push_back(c);
+         },
+         "measure at START, START+STEP, ... up to END (START:END[:STEP], each in [1, 1024])")
+      ->delimiter(':')
+      ->allow_extra_args(false)
+      ->check(IntegerIn(1, 1024))
+      ->excludes(concurrency);
+  app.add_option("--request-rate", f.opt.request_rate,
+                 "requests/s on a fixed schedule over the threads (0: each thread sends its next "
+                 "request when the last returns)")
+      ->check(NumberIn(0, 1e6));
+  app.add_option("--stability", f.opt.stability,
+                 "the last 3 windows agree within this fraction on throughput and latency")
+      ->check(NumberIn(0.001, 1));
+  const struct {
+    const char* name;
+    int* value;
+    const char* help;
+    int lo, hi;
+  } kIntegers[] = {
+      {"--warmup-ms", &f.opt.warmup_ms, "load before measuring (ms)", 0, 600000},
+      {"--window-ms", &f.opt.window_ms, "length of a measurement window (ms)", 1, 600000},
+      {"--max-windows", &f.opt.max_windows, "windows before reporting unstable", 3, 1000},
+      {"--timeout-ms", &f.opt.timeout_ms, "deadline of each request (ms)", 1, 3600000},
+  };
+  for (const auto& flag : kIntegers) {
+    app.add_option(flag.name, *flag.value, flag.help)->check(IntegerIn(flag.lo, flag.hi));
+  }
+  app.add_option("--format", f.format, "a JSON line or a CSV row per concurrency level")
+      ->check(CLI::IsMember({"json", "csv"}));
+  app.add_option("INPUT", f.inputs, "encoded images, sent in turn")->required()->default_str("");
+}
+
+// The contents of every input; nullopt (after a message on stderr) if one cannot be read.
+std::optional<std::vector<std::string>> ReadInputs(const std::vector<std::string>& paths) {
+  std::vector<std::string> inputs;
+  for (const auto& path : paths) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
-      std::cerr << "cannot read " << path << "\n";
-      return 1;
+      std::cerr << "gatescope-perf: cannot read " << path << "\n";
+      return std::nullopt;
     }
     std::ostringstream ss;
     ss << in.rdbuf();
     inputs.push_back(ss.str());
   }
+  return inputs;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"gatescope-perf: latency and throughput of a model under load", "gatescope-perf"};
+  app.option_defaults()->always_capture_default();
+  app.footer("Exit status: 0 every request succeeded; 2 a usage error (reason on stderr), an "
+             "input that cannot be read, or failed requests.");
+  Flags f;
+  AddFlags(app, f);
+  if (std::optional<int> exit = client::ParseCommandLine(app, argc, argv)) return *exit;
+  Options& opt = f.opt;
+  opt.kserve = f.api == "kserve";
+  if (f.levels.empty()) f.levels.push_back(opt.concurrency);
+  const std::optional<std::vector<std::string>> inputs = ReadInputs(f.inputs);
+  if (!inputs) return 2;
   grpc::ChannelArguments ch;
   ch.SetMaxSendMessageSize(16 << 20);
   auto channel = grpc::CreateCustomChannel(opt.server, grpc::InsecureChannelCredentials(), ch);
-  if (format == "csv") {
+  if (f.format == "csv") {
     std::cout << "concurrency,request_rate,stable,throughput,ok,errors,avg_us,p50_us,p90_us,"
                  "p95_us,p99_us,server_queue_us,server_compute_input_us,"
                  "server_compute_infer_us,server_compute_output_us\n";
   }
   bool all_ok = true;
-  for (int c : levels) {
+  for (int c : f.levels) {
     opt.concurrency = c;
-    const Result r = Measure(opt, inputs, channel);
+    const Result r = Measure(opt, *inputs, channel);
     all_ok &= r.stats.errors.empty() && r.stats.ok > 0;
-    std::cout << (format == "csv" ? ToCsvRow(r) : ToJson(r)) << std::endl;
+    std::cout << (f.format == "csv" ? ToCsvRow(r) : ToJson(r)) << std::endl;
   }
   return all_ok ? 0 : 2;
 }
@@ -302,11 +344,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace gatescope::perf
 
-int main(int argc, char** argv) {
-  try {
-    return gatescope::perf::Main(argc, argv);
-  } catch (const std::exception& e) {  // std::stoi on a malformed flag value
-    std::cerr << "gatescope-perf: " << e.what() << "\n";
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return gatescope::perf::Main(argc, argv); }

@@ -264,7 +264,7 @@ def test_client_draws_boxes_and_sampling_points(server, stubs, scenes, tmp_path)
     line = json.loads(res.stdout)
     assert line["detections"] == [] and pathlib.Path(line["encoder_plug_gates"]).exists()
     res = server.client("predict", "--model", PLUG, "--score-threshold", "high", str(path))
-    assert res.returncode == 1 and "--score-threshold" in res.stderr
+    assert res.returncode == 2 and "--score-threshold" in res.stderr and res.stdout == ""
 
 
 def test_kserve_returns_the_same_detections(stubs, scenes):

@@ -181,7 +181,9 @@ def test_concurrent_clients_get_their_own_answers(server, pngs):
 
 
 def test_expired_deadline_is_deadline_exceeded(server, pngs):
-    res = server.client("predict", "--model", "dgvit_fmnist", "--timeout-ms", "0",
+    # 1 ms is the shortest deadline the client takes (0 is refused as a usage error); a
+    # prediction takes several ms here, so it expires.
+    res = server.client("predict", "--model", "dgvit_fmnist", "--timeout-ms", "1",
                         str(pngs[0][0]))
     assert json_lines(res.stdout)[0]["error"]["code"] == "DEADLINE_EXCEEDED"
     res = server.client("predict", "--model", "dgvit_fmnist", str(pngs[0][0]))

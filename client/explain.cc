@@ -1,0 +1,56 @@
+// gatescope-client explain: see commands.h.
+#include <memory>
+
+#include "client/commands.h"
+#include "client/connection.h"
+#include "client/input_image.h"
+#include "client/model_output.h"
+#include "client/output_paths.h"
+#include "client/requests.h"
+#include "server/common/status_macros.h"
+
+namespace gatescope::client {
+namespace {
+
+OutputSettings SettingsOf(const ExplainOptions& options) {
+  OutputSettings settings;
+  settings.out_dir = options.out_dir;
+  settings.several_inputs = options.files.size() > 1;
+  settings.json_maps = options.json_maps;
+  if (options.query) {
+    settings.query.emplace();
+    settings.query->set_y(options.query->y);
+    settings.query->set_x(options.query->x);
+  }
+  return settings;
+}
+
+void ExplainOne(v1::Inference::Stub& stub, const ExplainOptions& options, const std::string& file,
+                TaskOutput& task, Report& report) {
+  const absl::StatusOr<InputImage> input = ReadImage(file);
+  if (!input.ok()) return report.ClientFailure(file, input.status());
+  const v1::ExplainRequest request = ExplainRequestFor(options, input->bytes);
+  ReportResponse(
+      file, CallExplain(stub, request, options.target.timeout_ms),
+      [&](const v1::ExplainResponse& response) { return task.Explain(*input, request, response); },
+      report);
+}
+
+}  // namespace
+
+absl::StatusOr<ExitCode> RunExplain(const ExplainOptions& options) {
+  GS_RETURN_IF_ERROR(MakeOutDir(options.out_dir));
+  if (!options.compare.empty()) return RunCompare(options);
+  auto stub = v1::Inference::NewStub(OpenChannel(options.target.server));
+  Report report;
+  GS_ASSIGN_OR_RETURN(
+      std::unique_ptr<TaskOutput> task,
+      OpenTaskOutput(*stub, options.target, SettingsOf(options), options.files, report));
+  if (task == nullptr) return report.exit_code();  // the metadata call failed every input
+  for (const std::string& file : options.files) {
+    ExplainOne(*stub, options, file, *task, report);
+  }
+  return report.exit_code();
+}
+
+}  // namespace gatescope::client

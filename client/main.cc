@@ -1,0 +1,218 @@
+// gatescope-client: command-line client of the gatescope.v1 API.
+//
+//   gatescope-client predict|explain|models|health|services [FLAGS] [FILE...]
+//   gatescope-client COMMAND --help      every flag, its range and its default
+//
+// This file is the only one that reads the command line: it fills the plain option structs
+// of options.h and runs the command (commands.h). Output per command: see its --help and
+// commands.h; the files written per task: client/tasks/.
+//
+// Why CLI11 (Debian's libcli11-dev, header-only): it has subcommands with their own --help
+// listing defaults, typed values with range checks, comma lists through its delimiter
+// support, and it refuses an unknown flag instead of taking it as a value. absl::flags
+// (the server's) has neither subcommands nor positional inputs, getopt_long has no types,
+// and the hand-written parser this replaced accepted typos and bad values silently.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "client/cli_checks.h"
+#include "client/commands.h"
+#include "client/options.h"
+
+namespace gatescope::client {
+namespace {
+
+constexpr char kFooter[] =
+    "Exit status: 0 done; 1 the command could not run (e.g. no output directory); 2 a usage "
+    "error (reason on stderr) or an input that failed (its error line on stdout); 3 (health) "
+    "not SERVING.";
+
+constexpr char kPredictOutput[] =
+    "Prints one JSON line per input, in order: classifiers {\"file\",\"label\",\"score\","
+    "\"topk\"}; segmentation {\"file\",\"height\",\"width\",\"class_pixels\"} (--out: "
+    "mask.png, mask_raw.png); detection {\"file\",\"detections\"} (--out: boxes.png); a "
+    "failed input {\"file\",\"error\":{\"code\",\"message\"}}. With --out and several "
+    "inputs the file names are prefixed with <input file name>.";
+
+constexpr char kExplainOutput[] =
+    "Writes under --out and prints one JSON line per input naming the files: classifiers "
+    "<file name>.panel.png, .json, .npy maps (.rollout.png with --rollout); segmentation "
+    "mask.png, gates.png, query_attention.png and .npy maps; detection sampling_points.png, "
+    "encoder_plug_gates.png and .npy maps; --compare <file name>.compare.png.";
+
+// The input files of predict and explain: --image FILE, then the positional FILEs.
+struct InputFlags {
+  std::string image;
+  std::vector<std::string> files;
+
+  std::vector<std::string> All() const {
+    std::vector<std::string> all = files;
+    if (!image.empty()) all.insert(all.begin(), image);
+    return all;
+  }
+};
+
+void AddServer(CLI::App& cmd, std::string& server) {
+  cmd.add_option("--server", server, "gRPC address of the gatescope server (HOST:PORT)");
+}
+
+// --server, --version, --timeout-ms; the model flag itself differs per command.
+void AddTarget(CLI::App& cmd, ModelTarget& target) {
+  AddServer(cmd, target.server);
+  cmd.add_option("--version", target.version, "model version (default: the newest ready one)");
+  cmd.add_option("--timeout-ms", target.timeout_ms, "deadline of each call, in milliseconds")
+      ->check(IntegerIn(1, 3600000));
+}
+
+void AddInputs(CLI::App& cmd, InputFlags& inputs) {
+  CLI::Option_group* group = cmd.add_option_group("inputs", "at least one input file");
+  group->add_option("--image", inputs.image, "an input file, taken before the FILEs");
+  group->add_option("FILE", inputs.files, "input files (PNG/JPEG, or raw with --raw-shape)")
+      ->default_str("");
+  group->require_option(1, 0);
+}
+
+void AddDetection(CLI::App& cmd, DetectionFlags& flags) {
+  cmd.add_option_function<float>(
+         "--score-threshold", [&flags](float v) { flags.score_threshold = v; },
+         "detection models: lowest score kept (default: the model's)")
+      ->check(NumberIn(0, 1, /*hi_open=*/true));
+  cmd.add_option("--max-detections", flags.max_detections,
+                 "detection models: most detections per image (default: the model's)")
+      ->check(IntegerIn(1, 10000))
+      ->default_str("");
+}
+
+void AddPredict(CLI::App& cmd, PredictOptions& o, InputFlags& inputs) {
+  AddTarget(cmd, o.target);
+  cmd.add_option("--model", o.target.model, "model name")->required();
+  cmd.add_option("--top-k", o.top_k, "classifiers: classes per input")->check(IntegerIn(1, 1000));
+  CLI::Option* raw_shape =
+      AddList(cmd, "--raw-shape", o.raw_shape, "send FILEs as raw tensors of this shape (C,H,W)")
+          ->check(IntegerIn(1, 65536));
+  cmd.add_option("--raw-dtype", o.raw_dtype, "element type of raw tensors")
+      ->check(CLI::IsMember({"uint8", "float32"}))
+      ->needs(raw_shape);
+  CLI::Option* out = cmd.add_option("--out", o.out_dir,
+                                    "segmentation/detection: write pictures to this directory");
+  cmd.add_flag("--probabilities", o.probabilities,
+               "segmentation: also write probabilities.npy [classes, H, W]")
+      ->needs(out);
+  AddDetection(cmd, o.detection);
+  AddInputs(cmd, inputs);
+}
+
+void AddRolloutFlags(CLI::App& cmd, RolloutFlags& r) {
+  cmd.add_option("--head-fusion", r.head_fusion, "rollout: how heads are fused")
+      ->check(CLI::IsMember({"mean", "max", "min"}))
+      ->default_str("mean");
+  cmd.add_option("--signed", r.signed_maps,
+                 "rollout: signed maps (M-DGSA): drop negative weights, take |w| or keep them")
+      ->check(CLI::IsMember({"clamp", "abs", "raw"}))
+      ->default_str("clamp");
+  cmd.add_option("--discard-ratio", r.discard_ratio,
+                 "rollout: fraction of each row's smallest weights dropped")
+      ->check(NumberIn(0, 1, /*hi_open=*/true));
+  cmd.add_option("--start-layer", r.start_layer, "rollout: first layer multiplied in")
+      ->check(IntegerIn(0, 4096));
+}
+
+void AddExplainMaps(CLI::App& cmd, ExplainOptions& o) {
+  cmd.add_flag("--rollout", o.rollout, "classifiers: attention rollout (and its overlay PNG)");
+  cmd.add_flag("--gates", o.gates, "gate maps per layer (M-DGSA) or per stage (GDLA)");
+  cmd.add_flag("--resonance", o.resonance, "DAR models: resonance and vigilance maps");
+  cmd.add_flag("--plug-gates", o.plug_gates, "PLuG models: gate rows (detection: gates)");
+  AddList(cmd, "--layers", o.layers, "classifiers: also the attention maps of these layers")
+      ->check(IntegerIn(0, 4096));
+  AddList(cmd, "--heads", o.heads, "restrict --layers maps to these heads")
+      ->check(IntegerIn(0, 4096));
+  AddList(cmd, "--queries", o.queries, "restrict --layers / --plug-gates rows to these tokens")
+      ->check(IntegerIn(0, 1 << 20));
+  cmd.add_option_function<std::vector<int>>(
+         "--query",
+         [&o](const std::vector<int>& yx) {
+           if (yx.size() != 2) throw CLI::ValidationError("--query", "wants Y,X (two integers)");
+           o.query = QueryPoint{yx[0], yx[1]};
+         },
+         "segmentation: attention of the input pixel at row Y, column X (Y,X)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->check(IntegerIn(0, 65535));
+}
+
+void AddExplain(CLI::App& cmd, ExplainOptions& o, std::string& format, InputFlags& inputs) {
+  o.target.timeout_ms = 60000;
+  AddTarget(cmd, o.target);
+  CLI::Option_group* which = cmd.add_option_group("model", "one model, or models to compare");
+  which->add_option("--model", o.target.model, "model name");
+  AddList(*which, "--compare", o.compare,
+          "classifiers: <stem>.compare.png with each model's rollout (MODEL1,MODEL2,...)");
+  which->require_option(1);
+  AddExplainMaps(cmd, o);
+  AddRolloutFlags(cmd, o.rollout_flags);
+  cmd.add_option("--format", format, "classifiers: maps as .npy files, or all in <stem>.json")
+      ->check(CLI::IsMember({"npy", "json"}));
+  cmd.add_option("--out", o.out_dir, "directory for the pictures and maps")->required();
+  AddDetection(cmd, o.detection);
+  AddInputs(cmd, inputs);
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{"gatescope-client: predict, explain and inspect models on a gatescope server",
+               "gatescope-client"};
+  app.option_defaults()->always_capture_default();
+  // Not require_subcommand(1): CLI11 would then report a misspelled command as a missing
+  // one instead of naming it.
+  app.require_subcommand(0, 1);
+  app.callback([&app] {
+    if (app.get_subcommands().empty()) throw CLI::RequiredError("A command");
+  });
+  app.footer(kFooter);
+  PredictOptions predict;
+  ExplainOptions explain;
+  HealthOptions health;
+  InputFlags inputs;
+  std::string format = "npy", server = kDefaultServer;
+  CLI::App* predict_cmd = app.add_subcommand("predict", "classes, masks or boxes of each input");
+  AddPredict(*predict_cmd, predict, inputs);
+  predict_cmd->footer(std::string(kPredictOutput) + "\n\n" + kFooter);
+  CLI::App* explain_cmd =
+      app.add_subcommand("explain", "explanation maps of each input, written under --out");
+  AddExplain(*explain_cmd, explain, format, inputs);
+  explain_cmd->footer(std::string(kExplainOutput) + "\n\n" + kFooter);
+  CLI::App* models_cmd = app.add_subcommand("models", "list the served models");
+  AddServer(*models_cmd, server);
+  CLI::App* health_cmd = app.add_subcommand("health", "gRPC health of the server or a model");
+  AddServer(*health_cmd, health.server);
+  health_cmd->add_option("--service", health.service, "model name (default: the server)");
+  CLI::App* services_cmd = app.add_subcommand("services", "list services (server reflection)");
+  AddServer(*services_cmd, server);
+  if (std::optional<int> exit = ParseCommandLine(app, argc, argv)) return *exit;
+
+  absl::StatusOr<ExitCode> result;
+  if (predict_cmd->parsed()) {
+    predict.files = inputs.All();
+    result = RunPredict(predict);
+  } else if (explain_cmd->parsed()) {
+    explain.files = inputs.All();
+    explain.json_maps = format == "json";
+    result = RunExplain(explain);
+  } else if (models_cmd->parsed()) {
+    result = RunModels(server);
+  } else if (health_cmd->parsed()) {
+    result = RunHealth(health);
+  } else {
+    result = RunServices(server);
+  }
+  if (result.ok()) return static_cast<int>(*result);
+  std::cerr << "gatescope-client " << app.get_subcommands().front()->get_name() << ": "
+            << result.status().message() << "\n";
+  return 1;
+}
+
+}  // namespace
+}  // namespace gatescope::client
+
+int main(int argc, char** argv) { return gatescope::client::Run(argc, argv); }

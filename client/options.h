@@ -1,0 +1,72 @@
+// Plain option structs of gatescope-client's commands. main.cc, the only place that reads
+// the command line, fills them; the commands only read them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gatescope::client {
+
+inline constexpr char kDefaultServer[] = "127.0.0.1:8001";
+
+// The model a command talks to and how long one call may take.
+struct ModelTarget {
+  std::string server = kDefaultServer;
+  std::string model;
+  std::string version;  // empty: the highest ready version
+  int timeout_ms = 30000;
+};
+
+// Detection settings of a request; unset values leave the model's defaults.
+struct DetectionFlags {
+  std::optional<float> score_threshold;
+  int max_detections = 0;  // 0: the model's
+};
+
+// Rollout settings of an explain request; empty / zero values leave the server's defaults
+// (mean, clamp, 0, 0), since segmentation and detection models refuse rollout settings.
+struct RolloutFlags {
+  std::string head_fusion;
+  std::string signed_maps;
+  double discard_ratio = 0;
+  int start_layer = 0;
+};
+
+// A pixel of the input as sent: row y, column x.
+struct QueryPoint {
+  int y = 0;
+  int x = 0;
+};
+
+struct PredictOptions {
+  ModelTarget target;
+  int top_k = 5;
+  std::vector<int64_t> raw_shape;   // empty: the files are encoded images
+  std::string raw_dtype = "uint8";  // uint8 | float32, with raw_shape
+  std::string out_dir;              // empty: print only
+  bool probabilities = false;       // segmentation, with out_dir
+  DetectionFlags detection;
+  std::vector<std::string> files;  // --image first, then the positional files
+};
+
+struct ExplainOptions {
+  ModelTarget target;                // target.model empty when comparing
+  std::vector<std::string> compare;  // models whose rollouts are compared
+  bool rollout = false, gates = false, resonance = false, plug_gates = false;
+  std::vector<int> layers, heads, queries;
+  std::optional<QueryPoint> query;  // segmentation
+  RolloutFlags rollout_flags;
+  bool json_maps = false;  // --format json: every map in <stem>.json instead of .npy files
+  std::string out_dir;
+  DetectionFlags detection;
+  std::vector<std::string> files;
+};
+
+struct HealthOptions {
+  std::string server = kDefaultServer;
+  std::string service;  // empty: the server as a whole
+};
+
+}  // namespace gatescope::client
