@@ -37,7 +37,7 @@ TEST(ClientTaskOutputTest, ClassificationPredictListsTheRankedClasses) {
   c = response.add_classes();
   c->set_label("Coat");
   c->set_probability(0.25f);
-  EXPECT_EQ(out->Predict({"a.png"}, response).value(),
+  EXPECT_EQ(out->Predict(InputImage{"a.png", "", cv::Mat()}, response).value(),
             ",\"label\":\"Shirt\",\"score\":0.75,\"topk\":[{\"label\":\"Shirt\",\"score\":0.75},"
             "{\"label\":\"Coat\",\"score\":0.25}]");
 }
@@ -55,7 +55,7 @@ TEST(ClientTaskOutputTest, SegmentationPredictCountsPixelsByLabel) {
   seg->add_class_pixels(2);
   seg->add_class_pixels(3);
   seg->add_class_pixels(1);
-  EXPECT_EQ(out->Predict({"a.png"}, response).value(),
+  EXPECT_EQ(out->Predict(InputImage{"a.png", "", cv::Mat()}, response).value(),
             ",\"height\":2,\"width\":3,\"class_pixels\":{\"background\":2,\"grey matter\":3,"
             "\"2\":1}");
 }
@@ -70,14 +70,14 @@ TEST(ClientTaskOutputTest, DetectionPredictListsBoxesAndNeedsAnImageForPictures)
   d->set_x2(10);
   d->set_y2(20);
   d->set_query(3);
-  EXPECT_EQ(out->Predict({"a.png"}, response).value(),
+  EXPECT_EQ(out->Predict(InputImage{"a.png", "", cv::Mat()}, response).value(),
             ",\"detections\":[{\"label\":\"7\",\"label_index\":7,\"score\":0.5,"
             "\"box\":[0,0,10,20],\"query\":3}]");
 
   OutputSettings settings;
   settings.out_dir = testing::TempDir();
   auto with_files = std::move(NewTaskOutput("object_detection", settings)).value();
-  EXPECT_FALSE(with_files->Predict({"raw.u8"}, response).ok());  // raw input: no picture
+  EXPECT_FALSE(with_files->Predict(InputImage{"raw.u8", "", cv::Mat()}, response).ok());  // raw input: no picture
 }
 
 TEST(ClientTaskOutputTest, ClassificationExplainWritesPanelMapsAndJson) {
