@@ -100,8 +100,7 @@ def convert(ckpt_path, name: str, repo, labels: List[str], size: Tuple[int, int]
     net.eval()
     if cfg.decoder == "gdla":
         ops.load()
-        for block in (net.de1, net.de2, net.de3):
-            block.attn.use_op = True
+        net.set_fused(True)
     scripted = torch.jit.script(ServedSegmenter(net))
     meta = metadata(name, cfg, labels, size)
     record = {k: v for k, v in ckpt.items() if k != "model_state_dict"} \
