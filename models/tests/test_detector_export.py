@@ -5,16 +5,13 @@ describes the model; the shipped detectors' cards match their held-out AP."""
 import json
 import pathlib
 import re
-import sys
 
 import pytest
 import torch
 
+from gatescope.export import detector as export_detector
 from gatescope.served_detector import ServedDetector
 from test_deformable_detr import model, perturb
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-import export_detector  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2] / "model_repository"
 LABELS = [f"class {i}" for i in range(20)]

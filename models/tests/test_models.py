@@ -52,7 +52,8 @@ def test_fused_path_matches_eager(ops):
 @pytest.mark.parametrize("arch,dar", [("dgvit", False), ("vit", False), ("diffvit", False),
                                       ("vit", True), ("dgvit", True)])
 def test_export_round_trip(ops, tmp_path, arch, dar):
-    from export import METADATA_FILE, metadata_for
+    from gatescope.export.archive import METADATA_FILE
+    from gatescope.export.classifier import metadata_for
     model, cfg = small(arch, dar=dar)
     x = torch.randn(3, 1, 28, 28)
     with torch.no_grad():

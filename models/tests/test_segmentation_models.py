@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-import convert_gdla
 from gatescope.attention.gdla import query_attention_weights
+from gatescope.export import convert_gdla
 from gatescope.data import colin27
 from gatescope.networks.pvt_seg import PvtSegmenter, SegConfig
 from gatescope.segmentation import preprocess

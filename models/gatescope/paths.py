@@ -1,0 +1,30 @@
+"""Where the package finds the checkout files it uses at run time: the op library and
+MNIST (scripts/fetch_mnist.sh) in <checkout>/build/.
+
+The supported installation is editable (scripts/install_python.sh runs `pip install -e
+models`), so the package's files stay in the checkout and the checkout root is two
+directories above this one. A copy installed anywhere else (a plain `pip install models`,
+a wheel) has no checkout around it: it needs GATESCOPE_OPS_LIB (the library file) and,
+for the detection scenes, GATESCOPE_MNIST_DIR (the raw MNIST IDX files).
+"""
+import os
+import pathlib
+
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+CHECKOUT = PACKAGE_DIR.parents[1]
+
+
+def ops_library() -> pathlib.Path:
+    """$GATESCOPE_OPS_LIB, else <checkout>/build/models/ops/libgatescope_ops.so."""
+    env = os.environ.get("GATESCOPE_OPS_LIB")
+    if env:
+        return pathlib.Path(env)
+    return CHECKOUT / "build" / "models" / "ops" / "libgatescope_ops.so"
+
+
+def mnist_dir() -> pathlib.Path:
+    """$GATESCOPE_MNIST_DIR, else <checkout>/build/data/mnist (scripts/fetch_mnist.sh)."""
+    env = os.environ.get("GATESCOPE_MNIST_DIR")
+    if env:
+        return pathlib.Path(env)
+    return CHECKOUT / "build" / "data" / "mnist"
