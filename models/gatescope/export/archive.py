@@ -1,5 +1,5 @@
 """Served model archives: <repo>/<name>/<version>/model.pt, TorchScript with two extra
-files, `gatescope.json` (the metadata the server reads) and
+files, `gatescope.json` (the metadata the server reads, gatescope.model_config) and
 `training.json` (the training record: config, history, recipe)."""
 import json
 import pathlib
@@ -8,15 +8,18 @@ from typing import Any, Dict, Mapping, Optional
 
 import torch
 
-METADATA_FILE = "gatescope.json"
+from gatescope.model_config import METADATA_FILE, metadata_json
+
 TRAINING_FILE = "training.json"
 
 
 def save_model(scripted, repo, name: str, version: str, meta: Mapping[str, Any],
                record: Mapping[str, Any]) -> pathlib.Path:
     """Writes <repo>/<name>/<version>/model.pt atomically (a complete file or none) with
-    `meta` as gatescope.json and `record` as training.json; returns its path."""
-    meta_text = json.dumps(meta)
+    `meta` as gatescope.json and `record` as training.json; returns its path. Raises
+    gatescope.model_config.InvalidModelConfig, before writing anything, when `meta` does
+    not parse as gatescope.v1.ModelConfig."""
+    meta_text = metadata_json(meta)
     out_dir = pathlib.Path(repo) / name / version
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "model.pt"
