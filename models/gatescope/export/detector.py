@@ -56,6 +56,7 @@ def metadata(name: str, net: DeformableDETR, labels) -> dict:
         "detection": {"encoder_layers": net.enc_layers, "decoder_layers": net.dec_layers,
                       "levels": attn.n_levels, "points": attn.n_points,
                       "queries": net.num_queries,
+                      "level_strides": list(net.level_strides),
                       "score_threshold": detection.DEFAULT_SCORE_THRESHOLD,
                       "max_detections": detection.DEFAULT_MAX_DETECTIONS},
     }
