@@ -25,14 +25,10 @@ Usage: /usr/bin/python3 benchmarks/bench_attention_cpu.py [--op dgsa|dar|gdla|pl
 import argparse
 import json
 import os
-import pathlib
 import resource
 import subprocess
 import sys
 import time
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-
 
 DAR = dict(lam=0.4, rho=0.5, alpha=8.0, beta=0.0, steps=1)
 GDLA = dict(eps=1e-5, gate=0)
@@ -84,7 +80,6 @@ def problem(op, mode, n, heads, d, dv):
 
 
 def worker(op, mode, n, threads, heads, d, dv, repeats):
-    sys.path.insert(0, str(ROOT / "models"))
     import torch
     from gatescope import ops
     torch.set_num_threads(threads)

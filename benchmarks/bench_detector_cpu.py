@@ -15,13 +15,11 @@ Usage: /usr/bin/python3 benchmarks/bench_detector_cpu.py [--threads 2] [--repeat
 import argparse
 import pathlib
 import statistics
-import sys
 import time
 
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "models"))
 
 CASES = [(128, 128, 1), (128, 128, 8), (512, 512, 1)]
 
@@ -46,7 +44,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     from gatescope import ops
     from gatescope.served_detector import ServedDetector
-    from export_detector import load_detector
+    from gatescope.export.detector import load_detector
     ops.load()
     served = torch.jit.load(str(ROOT / "model_repository" / "plug_detr_scenes" / "1" /
                                 "model.pt"))

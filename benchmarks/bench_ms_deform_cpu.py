@@ -20,13 +20,10 @@ Usage: /usr/bin/python3 benchmarks/bench_ms_deform_cpu.py [--threads 2] [--repea
 import argparse
 import json
 import os
-import pathlib
 import resource
 import subprocess
 import sys
 import time
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 HEADS, CHANNELS, POINTS = 8, 32, 4
 SMALL_PYRAMID = [(32, 32), (16, 16), (8, 8), (4, 4)]
@@ -56,7 +53,6 @@ def inputs(case):
 
 
 def worker(case, mode, threads, repeats, out_path):
-    sys.path.insert(0, str(ROOT / "models"))
     import torch
     from gatescope import ops
     from gatescope.attention.ms_deform import ms_deform_attn_reference

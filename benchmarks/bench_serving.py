@@ -19,7 +19,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
-sys.path[:0] = [str(ROOT / "models"), str(ROOT / "tests" / "integration")]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))  # server_harness: test code, not installed
 
 
 def in_process_throughput(threads, batch=64, seconds=4.0):
@@ -53,7 +53,7 @@ def run_perf(server, levels, inputs, window_ms):
 
 def main():
     from server_harness import start_server, stop_server
-    from tools.write_fashion_mnist_png import write_pngs
+    from gatescope.data.fashion_mnist import write_pngs
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--delay-us", type=int, default=2000)

@@ -21,7 +21,7 @@ import urllib.request
 import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "models"), str(ROOT / "tests" / "integration")]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))  # server_harness: test code, not installed
 
 from gatescope.data import fashion_mnist  # noqa: E402
 from server_harness import generate_python_stubs, start_server, stop_server  # noqa: E402

@@ -17,9 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from gatescope.data import fashion_mnist  # noqa: E402
-from gatescope.networks import ARCHS, VitConfig, build_classifier  # noqa: E402
+from gatescope.data import fashion_mnist
+from gatescope.networks import ARCHS, VitConfig, build_classifier
 
 
 def to_tensor(images: np.ndarray) -> torch.Tensor:

@@ -21,11 +21,10 @@ import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from gatescope.data import detection_scenes as ds  # noqa: E402
-from gatescope.detection_loss import SetCriterion, average_precision  # noqa: E402
-from gatescope.detection import NORM_MEAN, NORM_STD, decode  # noqa: E402
-from gatescope.networks.deformable_detr import DeformableDETR  # noqa: E402
+from gatescope.data import detection_scenes as ds
+from gatescope.detection_loss import SetCriterion, average_precision
+from gatescope.detection import NORM_MEAN, NORM_STD, decode
+from gatescope.networks.deformable_detr import DeformableDETR
 
 CANVAS = (128, 128)
 

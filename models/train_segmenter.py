@@ -22,10 +22,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from gatescope.data.colin27 import CLASS_NAMES, load_slices  # noqa: E402
-from gatescope.networks.pvt_seg import PvtSegmenter, SegConfig  # noqa: E402
-from gatescope.segmentation import dice_per_class, logits_at, preprocess, segment  # noqa: E402
+from gatescope.data.colin27 import CLASS_NAMES, load_slices
+from gatescope.networks.pvt_seg import PvtSegmenter, SegConfig
+from gatescope.segmentation import dice_per_class, logits_at, preprocess, segment
 
 INPUT_SIZE = (224, 192)
 DS_WEIGHT = 0.4

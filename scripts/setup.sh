@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every build and run dependency from Debian 12's archive. Idempotent: when all
-# packages are present it returns in about a second without touching apt.
+# packages are present it returns in about a second without touching apt. The Python
+# package itself (models/) is installed by scripts/install_python.sh.
 set -euo pipefail
 
 PACKAGES=(
@@ -9,7 +10,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libopencv-dev libabsl-dev prometheus-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3-numpy python3-pytest python3-grpcio
+  python3-numpy python3-pytest python3-grpcio python3-protobuf
+  python3-pip python3-setuptools python3-wheel
   dataset-fashion-mnist mricron-data
 )
 

@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+scripts/install_python.sh
 scripts/fetch_mnist.sh
 scripts/build.sh
 status=0

@@ -1,23 +1,17 @@
 """Locates and loads the gatescope op library (libgatescope_ops.so).
 
-Search order: $GATESCOPE_OPS_LIB, then <repo>/build/models/ops/. Loading is
-idempotent; `available()` tells whether torch.ops.gatescope is usable.
+Search order: $GATESCOPE_OPS_LIB, then <checkout>/build/models/ops/ (gatescope.paths). Loading
+is idempotent; `available()` tells whether torch.ops.gatescope is usable.
 """
-import os
-import pathlib
-
 import torch
 
-_REPO = pathlib.Path(__file__).resolve().parents[2]
-_LIB_NAME = "libgatescope_ops.so"
+from gatescope import paths
+
 _loaded_path = None
 
 
 def library_path():
-    env = os.environ.get("GATESCOPE_OPS_LIB")
-    if env:
-        return pathlib.Path(env)
-    return _REPO / "build" / "models" / "ops" / _LIB_NAME
+    return paths.ops_library()
 
 
 def load():

@@ -1,10 +1,16 @@
 import pathlib
-import sys
 
 import pytest
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from gatescope import paths
+
+CHECKOUT = pathlib.Path(__file__).resolve().parents[2]
+if paths.CHECKOUT != CHECKOUT:
+    # The package is installed in editable mode from one checkout at a time; testing
+    # another checkout's code would pass or fail for the wrong reasons.
+    pytest.exit(f"gatescope is imported from {paths.PACKAGE_DIR}, not from this checkout "
+                f"({CHECKOUT}): run scripts/install_python.sh", returncode=4)
 torch.set_num_threads(2)
 
 

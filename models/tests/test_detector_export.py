@@ -5,16 +5,13 @@ describes the model; the shipped detectors' cards match their held-out AP."""
 import json
 import pathlib
 import re
-import sys
 
 import pytest
 import torch
 
+from gatescope.export import detector as export_detector
 from gatescope.served_detector import ServedDetector
 from test_deformable_detr import model, perturb
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-import export_detector  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2] / "model_repository"
 LABELS = [f"class {i}" for i in range(20)]
@@ -52,6 +49,8 @@ def test_exported_model_equals_eager_at_two_sizes(ops, tmp_path, plug):
     assert meta["task"] == "object_detection" and meta["labels"] == LABELS
     assert meta["input"]["native_size"] and meta["layers"] == 4
     assert meta["detection"]["queries"] == 30
+    strides = meta["detection"]["level_strides"]
+    assert strides == net.level_strides == [8, 16, 32, 64]
     assert meta["maps"] == (["sampling_points", "plug_gate"] if plug else ["sampling_points"])
     eager = ServedDetector(net.eval(), export_detector.NOMINAL_SIZE)  # no fused ops
     g = torch.Generator().manual_seed(3)
@@ -69,8 +68,9 @@ def test_exported_model_equals_eager_at_two_sizes(ops, tmp_path, plug):
             for k in a:
                 assert torch.allclose(a[k], b[k], atol=1e-5), (h, w, layer, k)
         if plug:
-            # encoder gate maps cover the image's own grid at each level
-            for k, stride in enumerate((8, 16, 32, 64)):
+            # encoder gate maps cover the image's own grid at each level: the metadata's
+            # strides are the levels' (what the server bounds explanations with)
+            for k, stride in enumerate(strides):
                 assert got_maps[0][f"plug_gate_level{k}"].shape == \
                     (2, 8, 4, -(-h // stride), -(-w // stride))
         else:
@@ -85,8 +85,12 @@ def test_exported_model_equals_eager_at_two_sizes(ops, tmp_path, plug):
         mask[:, :h, :w] = False
         with torch.no_grad():
             raw = net.explain(padded, mask)
+        # level_strides as the proto defines them: ceil(H / s) x ceil(W / s) cells of the
+        # (padded) canvas per level
+        assert raw["spatial_shapes"][0].tolist() == [[-(-hc // s), -(-wc // s)]
+                                                     for s in strides]
         extent = torch.tensor([[cw * st / w, ch * st / h] for (ch, cw), st in
-                               zip(raw["spatial_shapes"][0].tolist(), (8, 16, 32, 64))])
+                               zip(raw["spatial_shapes"][0].tolist(), strides)])
         for layer in range(2):
             want_loc = raw["decoder_sampling_locations"][layer] * extent.view(1, 1, 1, 4, 1, 2)
             assert torch.allclose(got_maps[2 + layer]["sampling_locations"], want_loc,
@@ -105,6 +109,7 @@ def test_shipped_detector_ap_matches_model_card(ops, name, plug):
     loaded = torch.jit.load(str(REPO / name / "1" / "model.pt"), _extra_files=extra)
     meta, record = json.loads(extra["gatescope.json"]), json.loads(extra["training.json"])
     assert meta["labels"] == ds.LABELS and (meta["arch"] == "plug_deformable_detr") == plug
+    assert meta["detection"]["level_strides"] == [8, 16, 32, 64]
     held = record["held_out"]
     scenes = ds.make_scenes(held["split"], held["count"], seed=held["seed"])
     ap = export_detector.served_ap(loaded, scenes)

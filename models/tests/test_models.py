@@ -52,7 +52,8 @@ def test_fused_path_matches_eager(ops):
 @pytest.mark.parametrize("arch,dar", [("dgvit", False), ("vit", False), ("diffvit", False),
                                       ("vit", True), ("dgvit", True)])
 def test_export_round_trip(ops, tmp_path, arch, dar):
-    from export import METADATA_FILE, metadata_for
+    from gatescope.export.classifier import metadata_for
+    from gatescope.model_config import METADATA_FILE, metadata_json
     model, cfg = small(arch, dar=dar)
     x = torch.randn(3, 1, 28, 28)
     with torch.no_grad():
@@ -62,7 +63,7 @@ def test_export_round_trip(ops, tmp_path, arch, dar):
     path = tmp_path / "model.pt"
     meta = metadata_for("m", cfg)
     torch.jit.save(torch.jit.script(model), str(path),
-                   _extra_files={METADATA_FILE: json.dumps(meta)})
+                   _extra_files={METADATA_FILE: metadata_json(meta)})
     extra = {METADATA_FILE: ""}
     loaded = torch.jit.load(str(path), _extra_files=extra)
     assert json.loads(extra[METADATA_FILE]) == meta

@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-import convert_gdla
 from gatescope.attention.gdla import query_attention_weights
+from gatescope.export import convert_gdla
 from gatescope.data import colin27
 from gatescope.networks.pvt_seg import PvtSegmenter, SegConfig
 from gatescope.segmentation import preprocess
@@ -90,8 +90,7 @@ def test_fused_op_inside_the_model_matches_eager(ops):
     x = torch.rand(2, 1, 64, 96)
     with torch.no_grad():
         eager = net(x)
-        for block in (net.de1, net.de2, net.de3):
-            block.attn.use_op = True
+        net.set_fused(True)
         fused = net(x)
     assert (fused - eager).abs().max() < 1e-5
 
@@ -161,8 +160,7 @@ def test_colin27_split_keeps_neighbours_apart():
 def test_fused_flag_keeps_gradients_when_training(ops):
     """The op has no backward, so with gradients on the model takes the eager path."""
     net = b0()
-    for block in (net.de1, net.de2, net.de3):
-        block.attn.use_op = True
+    net.set_fused(True)
     net(torch.rand(1, 1, 64, 64)).sum().backward()
     assert net.de1.attn.qkvg.weight.grad.abs().sum() > 0
     assert net.de3.attn.lambda_scale_main.grad.abs().sum() > 0

@@ -44,8 +44,8 @@ def test_accuracy_matches_model_card(ops, test_split, name, min_acc):
 @pytest.mark.parametrize("name", ["pvt_gdla_colin27", "pvt_la_colin27"])
 def test_segmenter_dice_matches_model_card(ops, name):
     """Held-out Dice per class recomputed from the shipped TorchScript equals the card's."""
-    import segmentation_card
     from gatescope.data import colin27
+    from gatescope.export import segmentation_card
     model, meta, record = segmentation_card.load(REPO, name)
     assert meta["task"] == "image_segmentation" and meta["labels"] == colin27.CLASS_NAMES
     assert meta["input"]["normalization"] == "minmax" and meta["input"]["any_size"]

@@ -8,9 +8,8 @@ import argparse
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from gatescope.data import colin27  # noqa: E402
-from gatescope.data.png import encode_gray_png  # noqa: E402
+from gatescope.data import colin27
+from gatescope.data.png import encode_gray_png
 
 
 def main(argv=None) -> int:

@@ -10,11 +10,9 @@ x2, y2 in pixels with x2/y2 exclusive, label index, label). Needs MNIST
 """
 import argparse
 import pathlib
-import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from gatescope.data import detection_scenes as ds  # noqa: E402
-from gatescope.data.png import encode_gray_png  # noqa: E402
+from gatescope.data import detection_scenes as ds
+from gatescope.data.png import encode_gray_png
 
 HELD_OUT_SEED = 1234
 

@@ -1,7 +1,13 @@
 """Fixtures for the end-to-end tests (helpers live in server_harness.py)."""
 import pytest
 
+from gatescope import paths
 from server_harness import REPO, start_server, stop_server
+
+if paths.CHECKOUT != REPO:
+    # The package is installed in editable mode from one checkout at a time.
+    pytest.exit(f"gatescope is imported from {paths.PACKAGE_DIR}, not from this checkout "
+                f"({REPO}): run scripts/install_python.sh", returncode=4)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = REPO / "build"
-sys.path.insert(0, str(REPO / "models"))
 
 
 class RunningServer:

@@ -9,7 +9,7 @@ import torch
 from server_harness import REPO, start_server, stop_server
 from gatescope import ops
 from gatescope.data import fashion_mnist
-from tools.write_fashion_mnist_png import write_pngs
+from gatescope.data.fashion_mnist import write_pngs
 
 MODELS = ["dgvit_fmnist", "vit_fmnist"]
 N_IMAGES = 200

@@ -13,7 +13,7 @@ import torch
 from server_harness import REPO, generate_python_stubs, start_server, stop_server
 from gatescope import ops
 from gatescope.data import fashion_mnist
-from tools.write_fashion_mnist_png import write_pngs
+from gatescope.data.fashion_mnist import write_pngs
 
 START, N = 9100, 6
 

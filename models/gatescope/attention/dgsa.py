@@ -23,6 +23,7 @@ from torch import nn
 
 from gatescope.attention.dar import DarParams
 from gatescope.attention.dar_settings import DarSettings
+from gatescope.attention.fused import fused_active
 from gatescope.attention.softmax_maps import fused_attention, softmax_map
 
 
@@ -62,8 +63,9 @@ class HeadRMSNorm(nn.Module):
 class MultiheadDGSA(nn.Module):
     """M-DGSA over [B, N, dim]. dim must be divisible by 2*num_heads.
 
-    use_fused selects the op-library kernel for forward(); explain() always uses the eager
-    maps so it can return them.
+    use_fused selects the op-library kernel for forward() while gradients are off
+    (gatescope.attention.fused); forward_with_maps() always uses the eager maps so it can
+    return them.
     """
 
     def __init__(self, dim: int, num_heads: int, lambda_init: float = 0.8,
@@ -116,9 +118,10 @@ class MultiheadDGSA(nn.Module):
         q_pos, k_pos, q_neg, k_neg, v, gate, q = self._streams(x)
         stats: Dict[str, torch.Tensor] = {"gate_mean": gate.mean(dim=(1, 2))}
         d = self.dar
-        if self.use_fused and not d.enabled:
+        fused = fused_active(self.use_fused)
+        if fused and not d.enabled:
             heads = torch.ops.gatescope.dgsa_attention(q_pos, k_pos, q_neg, k_neg, v, gate)
-        elif self.use_fused:
+        elif fused:
             o_pos, c_pos = fused_attention(q_pos, k_pos, v, True, d.lam, d.rho, d.alpha, d.beta,
                                            d.steps)
             o_neg, c_neg = fused_attention(q_neg, k_neg, v, True, d.lam, d.rho, d.alpha, d.beta,

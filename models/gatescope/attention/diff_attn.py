@@ -8,7 +8,8 @@ of one weight shared by all heads) matches gatescope's M-DGSA so the two differ 
 how the branches are mixed (scalar lambda vs per-token sigmoid gate).
 
 DAR, when enabled, adds its prior to both branches' logits. The fused path runs
-gatescope.dar_attention once per branch (no N x N map).
+gatescope.dar_attention once per branch (no N x N map) when use_fused is set and gradients
+are off (gatescope.attention.fused).
 """
 import math
 from typing import Dict, Optional, Tuple
@@ -19,6 +20,7 @@ from torch import nn
 from gatescope.attention.dar import DarParams
 from gatescope.attention.dar_settings import DarSettings
 from gatescope.attention.dgsa import HeadRMSNorm
+from gatescope.attention.fused import fused_active
 from gatescope.attention.softmax_maps import fused_attention, softmax_map
 
 
@@ -73,7 +75,7 @@ class MultiheadDiffAttn(nn.Module):
         lam = self.lam()
         d = self.dar
         stats: Dict[str, torch.Tensor] = {}
-        if self.use_fused:
+        if fused_active(self.use_fused):
             o1, c1 = fused_attention(q1, k1, v, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
             o2, c2 = fused_attention(q2, k2, v, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
             heads = o1 - lam * o2

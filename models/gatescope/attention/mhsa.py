@@ -11,6 +11,7 @@ from torch import nn
 
 from gatescope.attention.dar import DarParams
 from gatescope.attention.dar_settings import DarSettings
+from gatescope.attention.fused import fused_active
 from gatescope.attention.softmax_maps import fused_attention, softmax_map
 
 
@@ -40,7 +41,7 @@ class MultiheadSelfAttention(nn.Module):
         q, k, v = self._qkv(x)
         d = self.dar
         stats: Dict[str, torch.Tensor] = {}
-        if self.use_fused:
+        if fused_active(self.use_fused):
             heads, crossing = fused_attention(q.contiguous(), k.contiguous(), v.contiguous(),
                                               d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
             if d.enabled:

@@ -27,7 +27,7 @@ attention_weights were loaded from a trained plain checkpoint.
 
 Execution: the eager grid_sample path (differentiable, TorchScript-compatible;
 the same computation as gatescope.attention.ms_deform.ms_deform_attn_reference) or, when
-use_fused and gradients are off, the op torch.ops.gatescope.ms_deform_attn (forward only;
+use_fused and gradients are off (gatescope.attention.fused), the op torch.ops.gatescope.ms_deform_attn (forward only;
 load it with gatescope.ops.load() before building a scripted use_fused module).
 """
 import math
@@ -36,6 +36,8 @@ from typing import Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from gatescope.attention.fused import fused_active
 
 
 def ms_deform_attn_eager(value: torch.Tensor, spatial_shapes: torch.Tensor,
@@ -171,12 +173,10 @@ class MSDeformAttn(nn.Module):
     def _attend(self, value: torch.Tensor, input_spatial_shapes: torch.Tensor,
                 input_level_start_index: torch.Tensor, locations: torch.Tensor,
                 weights: torch.Tensor) -> torch.Tensor:
-        if self.use_fused:
-            if not torch.is_grad_enabled():
-                return torch.ops.gatescope.ms_deform_attn(
-                    value.contiguous(), input_spatial_shapes.long(),
-                    input_level_start_index.long(), locations.contiguous(),
-                    weights.contiguous())
+        if fused_active(self.use_fused):
+            return torch.ops.gatescope.ms_deform_attn(
+                value.contiguous(), input_spatial_shapes.long(),
+                input_level_start_index.long(), locations.contiguous(), weights.contiguous())
         return ms_deform_attn_eager(value, input_spatial_shapes, locations, weights)
 
     def forward(self, query: torch.Tensor, reference_points: torch.Tensor,

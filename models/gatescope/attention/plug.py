@@ -19,6 +19,8 @@ from typing import Dict, Tuple
 import torch
 from torch import nn
 
+from gatescope.attention.fused import fused_active
+
 
 def plug_gate(q_gate: torch.Tensor, k_gate: torch.Tensor, gml_weight: torch.Tensor,
               gml_bias: torch.Tensor, gate_scale: float, tanh_gate: bool = True) -> torch.Tensor:
@@ -84,7 +86,7 @@ class PlugAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         q, k, v = self._qkv(x)
-        fused = self.use_fused and not torch.is_grad_enabled()
+        fused = fused_active(self.use_fused)
         if not self.gated:
             if fused:
                 heads = torch.ops.gatescope.dar_attention(q, k, v, None, False, 0.0, 0.5, 8.0,

@@ -30,16 +30,15 @@ files in package/data/) copied to <repo>/build/data/mnist/ or the folder named b
 $GATESCOPE_MNIST_DIR. Without MNIST, use sources=("fashion",).
 """
 import functools
-import os
 import pathlib
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
+from gatescope import paths
 from gatescope.data import fashion_mnist
 
-_REPO = pathlib.Path(__file__).resolve().parents[3]
 FASHION_CLASSES = list(fashion_mnist.CLASS_NAMES)
 LABELS = FASHION_CLASSES + [f"digit {d}" for d in range(10)]
 NUM_CLASSES = len(LABELS)  # 20
@@ -53,8 +52,7 @@ Scene = Tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def mnist_dir() -> pathlib.Path:
-    env = os.environ.get("GATESCOPE_MNIST_DIR")
-    return pathlib.Path(env) if env else _REPO / "build" / "data" / "mnist"
+    return paths.mnist_dir()
 
 
 def mnist_available() -> bool:

@@ -5,6 +5,8 @@ import struct
 
 import numpy as np
 
+from gatescope.data.png import encode_gray_png
+
 DEFAULT_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
 CLASS_NAMES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"]
@@ -39,3 +41,23 @@ def load_split(split: str, root=DEFAULT_DIR):
     if images.shape[0] != labels.shape[0]:
         raise ValueError("image and label counts differ")
     return images, labels
+
+
+def write_pngs(out_dir, start=0, count=20, data_dir=DEFAULT_DIR):
+    """Writes test images [start, start + count) as <out_dir>/<index>_<class>.png and
+    <out_dir>/labels.csv (file, true label index, class name); returns [(path,
+    label_index)] of the files written."""
+    images, labels = load_split("t10k", data_dir)
+    out = pathlib.Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i in range(start, min(start + count, images.shape[0])):
+        name = CLASS_NAMES[labels[i]].replace("/", "-").replace(" ", "-")
+        path = out / f"{i:05d}_{name}.png"
+        path.write_bytes(encode_gray_png(images[i]))
+        written.append((path, int(labels[i])))
+    with open(out / "labels.csv", "w") as f:
+        f.write("file,label,class\n")
+        for path, label in written:
+            f.write(f"{path.name},{label},{CLASS_NAMES[label]}\n")
+    return written

@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gatescope.attention.fused import set_fused
 from gatescope.attention.ms_deform_attn import MSDeformAttn
 
 # (src, pos, mask_flat, spatial_shapes, level_start_index, encoder reference points,
@@ -305,9 +306,7 @@ class DeformableDETR(nn.Module):
 
     def set_fused(self, enabled: bool):
         """use_fused on every MSDeformAttn (set before torch.jit.script: it is Final)."""
-        for m in self.modules():
-            if isinstance(m, MSDeformAttn):
-                m.use_fused = enabled
+        set_fused(self, enabled)
 
     # ---------------------------------------------------------------- pieces
     def _prepare(self, x: torch.Tensor, mask: Optional[torch.Tensor]

@@ -15,6 +15,7 @@ from torch import nn
 
 from gatescope.networks.layerwise import LayerwiseExplain
 
+from gatescope.attention.fused import set_fused
 from gatescope.attention.plug import PlugAttention
 
 NORM_EPS = 1e-6
@@ -78,8 +79,8 @@ class Deit(LayerwiseExplain):
         self.head = nn.Linear(cfg.dim, cfg.num_classes)
 
     def set_fused(self, enabled: bool):
-        for blk in self.blocks:
-            blk.attn.use_fused = enabled
+        """use_fused on every attention (gatescope.attention.fused)."""
+        set_fused(self, enabled)
 
     def _tokens(self, x: torch.Tensor) -> torch.Tensor:
         t = self.patch_embed(x)

@@ -6,21 +6,22 @@ gated differential linear attention with its own lambda [H, D]; the two results 
 concatenated and projected back to C. GDLAM wraps it as
     x + mixer(SiLU(conv3x3(LN(x))))  then  x + GatedConvFfn(LN(x)).
 
-use_op selects gatescope::gdla_attention for forward() when gradients are off; explain() runs the eager reference
-and also returns per-token gate means and one query token's effective attention (O(N)).
+use_fused selects gatescope::gdla_attention for forward() when gradients are off
+(gatescope.attention.fused); explain() runs the eager reference and also returns per-token gate means and one query token's effective attention (O(N)).
 """
 from typing import Dict, Tuple
 
 import torch
 from torch import nn
 
+from gatescope.attention.fused import fused_active
 from gatescope.attention.gdla import GATE_KINDS, gdla_reference, query_attention_weights
 from gatescope.networks.seg_blocks import GatedConvFfn, RMSNorm
 
 
 class GatedDiffLinearAttn(nn.Module):
     def __init__(self, dim: int, n_heads: int, qkv_bias: bool = True, gate: str = "sigmoid",
-                 use_op: bool = False):
+                 use_fused: bool = False):
         super().__init__()
         if dim % n_heads != 0 or (dim // n_heads) % 2 != 0:
             raise ValueError("dim must split into n_heads heads of even size")
@@ -29,7 +30,7 @@ class GatedDiffLinearAttn(nn.Module):
         self.n_heads = n_heads
         self.head_dim = dim // n_heads
         self.gate = GATE_KINDS[gate]
-        self.use_op = use_op
+        self.use_fused = use_fused
         self.qkvg = nn.Linear(dim, 4 * dim, bias=qkv_bias)
         self.ln = RMSNorm(self.head_dim, eps=1e-5)
         self.dwc = nn.Conv2d(4 * dim, 4 * dim, 3, 1, 1, groups=4 * dim, bias=True)
@@ -49,8 +50,7 @@ class GatedDiffLinearAttn(nn.Module):
                 local.reshape(shape).permute(2, 0, 3, 1, 4))
 
     def _attend(self, p: torch.Tensor, lam: torch.Tensor) -> torch.Tensor:
-        # The op has no backward: with gradients on, the eager path keeps training correct.
-        if self.use_op and not torch.is_grad_enabled():
+        if fused_active(self.use_fused):
             return torch.ops.gatescope.gdla_attention(p[0], p[1], p[2], p[3], lam,
                                                       self.ln.weight, self.ln.eps, self.gate)
         return gdla_reference(p[0], p[1], p[2], p[3], lam, self.ln.weight, self.ln.eps,
@@ -95,12 +95,12 @@ class GatedDiffLinearAttn(nn.Module):
 
 class GDLAM(nn.Module):
     def __init__(self, dim: int, n_heads: int, qkv_bias: bool = True, norm_eps: float = 1e-5,
-                 hidden_ratio: float = 4.0, gate: str = "sigmoid", use_op: bool = False):
+                 hidden_ratio: float = 4.0, gate: str = "sigmoid", use_fused: bool = False):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         self.dwc = nn.Conv2d(dim, dim, 3, 1, 1, bias=True)
         self.act = nn.SiLU()
-        self.attn = GatedDiffLinearAttn(dim, n_heads, qkv_bias, gate, use_op)
+        self.attn = GatedDiffLinearAttn(dim, n_heads, qkv_bias, gate, use_fused)
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
         self.mlp = GatedConvFfn(dim, int(hidden_ratio * dim))
 

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gatescope.attention.fused import set_fused
 from gatescope.networks.gdla_mixer import GDLAM
 from gatescope.networks.linear_attn_block import MHLA
 from gatescope.networks.pvt_v2 import VARIANTS, PvtV2Encoder
@@ -36,7 +37,7 @@ class SegConfig:
     us_ks: int = 3
     deep_supervision: bool = True    # public configs train with it: head2..4 exist
     drop_path_rate: float = 0.1
-    use_op: bool = False
+    use_fused: bool = False          # fused gdla_attention when gradients are off
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -68,8 +69,13 @@ class PvtSegmenter(nn.Module):
     def _block(cfg: SegConfig, dim: int, heads: int) -> nn.Module:
         if cfg.decoder == "gdla":
             return GDLAM(dim, heads, cfg.qkv_bias, cfg.norm_eps, cfg.hidden_ratio, cfg.gate,
-                         cfg.use_op)
+                         cfg.use_fused)
         return MHLA(dim, heads, cfg.qkv_bias, cfg.norm_eps, cfg.hidden_ratio)
+
+    def set_fused(self, enabled: bool):
+        """use_fused on every GDLA decoder attention (gatescope.attention.fused); the
+        linear-attention baseline has no fused kernel."""
+        set_fused(self, enabled)
 
     def _encode(self, x: torch.Tensor) -> Tuple[torch.Tensor, List[torch.Tensor]]:
         if x.shape[2] % 32 != 0 or x.shape[3] % 32 != 0:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from gatescope.attention import (DarParams, MultiheadDGSA, MultiheadDiffAttn,
                                  MultiheadSelfAttention)
+from gatescope.attention.fused import set_fused
 from gatescope.networks.layerwise import LayerwiseExplain
 
 ARCHS = ("dgvit", "vit", "diffvit", "deit", "plug_deit")
@@ -110,9 +111,9 @@ class VisionTransformer(LayerwiseExplain):
         self.drop = nn.Dropout(cfg.dropout)
 
     def set_fused(self, enabled: bool):
-        """Routes every attention's forward() through the op library (inference only)."""
-        for blk in self.blocks:
-            blk.attn.use_fused = enabled
+        """use_fused on every attention: forward() runs the op library's kernels while
+        gradients are off (gatescope.attention.fused)."""
+        set_fused(self, enabled)
 
     def _tokens(self, x):
         t = self.patch_embed(x).flatten(2).transpose(1, 2)
