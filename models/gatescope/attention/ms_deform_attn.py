@@ -27,8 +27,9 @@ attention_weights were loaded from a trained plain checkpoint.
 
 Execution: the eager grid_sample path (differentiable, TorchScript-compatible;
 the same computation as gatescope.attention.ms_deform.ms_deform_attn_reference) or, when
-use_fused and gradients are off (gatescope.attention.fused), the op torch.ops.gatescope.ms_deform_attn (forward only;
-load it with gatescope.ops.load() before building a scripted use_fused module).
+use_fused and gradients are off (gatescope.attention.fused), the op
+torch.ops.gatescope.ms_deform_attn (forward only; load it with gatescope.ops.load() before
+building a scripted use_fused module).
 """
 import math
 from typing import Dict, List, Optional, Tuple

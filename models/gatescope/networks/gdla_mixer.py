@@ -7,7 +7,8 @@ concatenated and projected back to C. GDLAM wraps it as
     x + mixer(SiLU(conv3x3(LN(x))))  then  x + GatedConvFfn(LN(x)).
 
 use_fused selects gatescope::gdla_attention for forward() when gradients are off
-(gatescope.attention.fused); explain() runs the eager reference and also returns per-token gate means and one query token's effective attention (O(N)).
+(gatescope.attention.fused); explain() runs the eager reference and also returns
+per-token gate means and one query token's effective attention (O(N)).
 """
 from typing import Dict, Tuple
 
