@@ -49,13 +49,11 @@ class DenseMapCollector final : public MapCollector {
   // After every stage was added (INTERNAL otherwise).
   absl::StatusOr<DenseMaps> Finish();
 
- protected:
-  // INTERNAL when a needed map is missing or not 2-D.
-  absl::Status Collect(int stage, const NamedTensors& maps) override;
-
  private:
   DenseMapCollector(const DenseMapLayout& layout, const DenseMapOptions& options, int64_t max_bytes)
       : MapCollector(layout.stages, max_bytes), layout_(layout), options_(options) {}
+  // Stage `stage`'s maps; INTERNAL when a needed one is missing or not 2-D.
+  absl::Status Collect(int stage, const NamedTensors& maps) override;
   absl::Status KeepMap(const NamedTensors& maps, const char* kind, std::vector<at::Tensor>& into);
 
   DenseMapLayout layout_;

@@ -58,13 +58,13 @@ class TokenMapCollector final : public MapCollector {
                                                                    const ExplainOptions& options,
                                                                    int64_t max_bytes);
 
+  // The explanation, after every layer was added.
+  absl::StatusOr<TokenMaps> Finish();
+
   // Documented in docs/explain.md: one layer's maps as the model returns them plus that
   // layer's transient softmax intermediates, the rollout state, and everything returned.
   // The model's input size is fixed, so `input` is not used.
   int64_t PeakBytes(ImageSize input) const override;
-
-  // After every layer was added.
-  absl::StatusOr<TokenMaps> Finish();
 
  protected:
   // Layer `layer`'s maps: "attention" [H,N,N] and, as the model has them, "gate" [H,N],

@@ -73,50 +73,54 @@ ModelMetrics::Totals ModelMetrics::totals() const {
   return totals_;
 }
 
-static prometheus::Family<prometheus::Histogram>& Histogram(prometheus::Registry& r, const char* name,
-                                                     const char* help) {
-  return prometheus::BuildHistogram().Name(name).Help(help).Register(r);
+namespace {
+
+// The families, each "gatescope_<name>" with one series per model (label "model").
+constexpr std::pair<const char*, const char*> kLatencies[] = {
+    {"request_duration_seconds", "Time from request arrival to response, by model"},
+    {"queue_duration_seconds", "Time a request waited in the model queue"},
+    {"compute_input_duration_seconds", "Time preparing the inputs of one execution"},
+    {"compute_infer_duration_seconds", "Time of one batched model execution"},
+    {"compute_output_duration_seconds", "Time delivering the outputs of one execution"},
+};
+constexpr std::pair<const char*, const char*> kHistograms[] = {
+    {"batch_size", "Requests per model execution"},
+    {"gate_mean", "Per served example: mean M-DGSA gate of one layer (heads, tokens)"},
+    {"vigilance_crossing",
+     "Per served example: DAR fraction of query-key pairs with cosine above the vigilance, "
+     "one layer (mean over heads)"},
+};
+constexpr std::pair<const char*, const char*> kCounters[] = {
+    {"requests_total", "Finished requests by model and gRPC status code"},
+    {"inference_count", "Requests executed (each batch member counts)"},
+    {"execution_count", "Model executions (runner calls)"},
+};
+constexpr std::pair<const char*, const char*> kGauges[] = {
+    {"pending_requests", "Requests waiting in the queue"},
+    {"model_ready", "1 when the model is loaded and serving"},
+};
+
+template <typename Builder, typename Specs, typename Families>
+void Register(Builder build, const Specs& specs, prometheus::Registry& registry, Families& into) {
+  for (const auto& [name, help] : specs) {
+    into[name] = &build().Name(std::string("gatescope_") + name).Help(help).Register(registry);
+  }
 }
 
-static prometheus::Family<prometheus::Counter>& Counter(prometheus::Registry& r, const char* name,
-                                                 const char* help) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(r);
-}
-
-static prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char* name,
-                                             const char* help) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(r);
-}
+}  // namespace
 
 ServerMetrics::ServerMetrics(std::shared_ptr<prometheus::Registry> registry)
     : registry_(std::move(registry)),
-      requests_(Counter(*registry_, "gatescope_requests_total",
-                        "Finished requests by model and gRPC status code")),
-      request_seconds_(Histogram(*registry_, "gatescope_request_duration_seconds",
-                                 "Time from request arrival to response, by model")),
-      queue_seconds_(Histogram(*registry_, "gatescope_queue_duration_seconds",
-                               "Time a request waited in the model queue")),
-      compute_input_seconds_(Histogram(*registry_, "gatescope_compute_input_duration_seconds",
-                                       "Time preparing the inputs of one execution")),
-      compute_infer_seconds_(Histogram(*registry_, "gatescope_compute_infer_duration_seconds",
-                                       "Time of one batched model execution")),
-      compute_output_seconds_(Histogram(*registry_, "gatescope_compute_output_duration_seconds",
-                                        "Time delivering the outputs of one execution")),
-      batch_size_(Histogram(*registry_, "gatescope_batch_size", "Requests per model execution")),
-      inference_count_(Counter(*registry_, "gatescope_inference_count",
-                               "Requests executed (each batch member counts)")),
-      execution_count_(Counter(*registry_, "gatescope_execution_count",
-                               "Model executions (runner calls)")),
-      pending_(Gauge(*registry_, "gatescope_pending_requests", "Requests waiting in the queue")),
-      ready_(Gauge(*registry_, "gatescope_model_ready", "1 when the model is loaded and serving")),
-      gate_mean_(Histogram(*registry_, "gatescope_gate_mean",
-                           "Per served example: mean M-DGSA gate of one layer (heads, tokens)")),
-      vigilance_(Histogram(*registry_, "gatescope_vigilance_crossing",
-                           "Per served example: DAR fraction of query-key pairs with cosine "
-                           "above the vigilance, one layer (mean over heads)")),
-      resident_memory_(Gauge(*registry_, "gatescope_process_resident_memory_bytes",
-                             "Resident memory of the server process")
-                           .Add({})) {}
+      resident_memory_(prometheus::BuildGauge()
+                           .Name("gatescope_process_resident_memory_bytes")
+                           .Help("Resident memory of the server process")
+                           .Register(*registry_)
+                           .Add({})) {
+  Register(prometheus::BuildHistogram, kLatencies, *registry_, latencies_);
+  Register(prometheus::BuildHistogram, kHistograms, *registry_, histograms_);
+  Register(prometheus::BuildCounter, kCounters, *registry_, counters_);
+  Register(prometheus::BuildGauge, kGauges, *registry_, gauges_);
+}
 
 void ServerMetrics::RefreshProcessGauges() {
   long pages_total = 0, pages_resident = 0;
@@ -135,18 +139,22 @@ ModelMetrics* ServerMetrics::ForModel(const std::string& model) {
     slot = std::make_unique<ModelMetrics>();
     const prometheus::Labels labels{{"model", model}};
     slot->model = model;
-    slot->requests = &requests_;
-    slot->request_seconds = &request_seconds_.Add(labels, LatencyBuckets());
-    slot->queue_seconds = &queue_seconds_.Add(labels, LatencyBuckets());
-    slot->compute_input_seconds = &compute_input_seconds_.Add(labels, LatencyBuckets());
-    slot->compute_infer_seconds = &compute_infer_seconds_.Add(labels, LatencyBuckets());
-    slot->compute_output_seconds = &compute_output_seconds_.Add(labels, LatencyBuckets());
-    slot->batch_size = &batch_size_.Add(labels, BatchBuckets());
-    slot->inference_count = &inference_count_.Add(labels);
-    slot->execution_count = &execution_count_.Add(labels);
-    slot->pending = &pending_.Add(labels);
-    slot->ready = &ready_.Add(labels);
-    slot->layer_statistics = {{"gate_mean", &gate_mean_}, {"vigilance_mean", &vigilance_}};
+    auto latency = [&](const char* name) {
+      return &latencies_.at(name)->Add(labels, LatencyBuckets());
+    };
+    slot->requests = counters_.at("requests_total");
+    slot->request_seconds = latency("request_duration_seconds");
+    slot->queue_seconds = latency("queue_duration_seconds");
+    slot->compute_input_seconds = latency("compute_input_duration_seconds");
+    slot->compute_infer_seconds = latency("compute_infer_duration_seconds");
+    slot->compute_output_seconds = latency("compute_output_duration_seconds");
+    slot->batch_size = &histograms_.at("batch_size")->Add(labels, BatchBuckets());
+    slot->inference_count = &counters_.at("inference_count")->Add(labels);
+    slot->execution_count = &counters_.at("execution_count")->Add(labels);
+    slot->pending = &gauges_.at("pending_requests")->Add(labels);
+    slot->ready = &gauges_.at("model_ready")->Add(labels);
+    slot->layer_statistics = {{"gate_mean", histograms_.at("gate_mean")},
+                              {"vigilance_mean", histograms_.at("vigilance_crossing")}};
   }
   return slot.get();
 }

@@ -68,20 +68,15 @@ class ServerMetrics {
   void RefreshProcessGauges();
 
  private:
+  template <typename T>
+  using Families = std::map<std::string, prometheus::Family<T>*>;
+
   std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Family<prometheus::Counter>& requests_;
-  prometheus::Family<prometheus::Histogram>& request_seconds_;
-  prometheus::Family<prometheus::Histogram>& queue_seconds_;
-  prometheus::Family<prometheus::Histogram>& compute_input_seconds_;
-  prometheus::Family<prometheus::Histogram>& compute_infer_seconds_;
-  prometheus::Family<prometheus::Histogram>& compute_output_seconds_;
-  prometheus::Family<prometheus::Histogram>& batch_size_;
-  prometheus::Family<prometheus::Counter>& inference_count_;
-  prometheus::Family<prometheus::Counter>& execution_count_;
-  prometheus::Family<prometheus::Gauge>& pending_;
-  prometheus::Family<prometheus::Gauge>& ready_;
-  prometheus::Family<prometheus::Histogram>& gate_mean_;
-  prometheus::Family<prometheus::Histogram>& vigilance_;
+  // By name, without the "gatescope_" prefix (see server_metrics.cc).
+  Families<prometheus::Histogram> latencies_;  // seconds, per model
+  Families<prometheus::Histogram> histograms_;  // batch size, per-layer statistics
+  Families<prometheus::Counter> counters_;
+  Families<prometheus::Gauge> gauges_;
   prometheus::Gauge& resident_memory_;
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<ModelMetrics>> models_ ABSL_GUARDED_BY(mu_);

@@ -1,11 +1,18 @@
-#include "server/tasks/classification_task.h"
-
+// Task "image_classification": forward() returns "logits" [B, classes] (and optional
+// per-layer statistics [B, layers]); predictions are the top-k classes; explanations are
+// the token maps of ViT-style models (rollout, gates, resonance, PLuG gates, per-layer
+// attention), through gatescope.v1 Explain or KServe ModelInfer parameters (then each
+// example returns "logits" and the explanation tensors, TokenMapTensors).
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/explain/heatmap.h"
+#include "server/explain/token_maps.h"
 #include "server/postprocess/classification.h"
 #include "server/tasks/classification_explain.h"
+#include "server/tasks/image_task.h"
+#include "server/tasks/task_registry.h"
 #include "server/tasks/v1_fields.h"
 
 namespace gatescope {
@@ -35,6 +42,7 @@ absl::Status FillClasses(const ModelConfig& config, const NamedTensors& outputs,
   return absl::OkStatus();
 }
 
+// Explain fields that belong to other tasks, and heatmap_png without what it needs.
 absl::Status CheckExplainRequest(const v1::ExplainRequest& request) {
   if (absl::Status st = RefuseDetectionFields(request); !st.ok()) return st;
   if (request.has_query_pixel()) {
@@ -47,112 +55,95 @@ absl::Status CheckExplainRequest(const v1::ExplainRequest& request) {
   return absl::OkStatus();
 }
 
-}  // namespace
+class ClassificationTask final : public ImageTask {
+ public:
+  ClassificationTask(ModelConfig config, TaskOptions options)
+      : ImageTask(std::move(config), options) {}
 
-absl::StatusOr<std::unique_ptr<Task>> ClassificationTask::Create(const ModelConfig& config,
-                                                                 const TaskOptions& options) {
-  ModelConfig normalised = config;
-  if (absl::Status st = NormaliseImageInput(*normalised.mutable_input()); !st.ok()) return st;
-  return std::unique_ptr<Task>(new ClassificationTask(std::move(normalised), options));
-}
-
-std::vector<std::string> ClassificationTask::Parameters() { return ExplainParameterNames(); }
-
-absl::StatusOr<std::shared_ptr<TokenMapCollector>> ClassificationTask::StartExplanation(
-    const ExplainOptions& options) const {
-  auto collector =
-      TokenMapCollector::Create(TokenLayoutOf(config()), options, this->options().explain_max_bytes);
-  if (!collector.ok()) return collector.status();
-  if (absl::Status st = (*collector)->CheckBudget(model_size()); !st.ok()) return st;
-  return std::shared_ptr<TokenMapCollector>(*std::move(collector));
-}
-
-absl::StatusOr<std::unique_ptr<InferenceJob>> ClassificationTask::Predict(
-    const v1::PredictRequest& request, v1::PredictResponse* response, CallDone done) const {
-  auto make = V1ImageInput(request, config().input());
-  if (!make.ok()) return make.status();
-  auto k = TopKOf(request.top_k());
-  if (!k.ok()) return k.status();
-  if (absl::Status st = RefuseDetectionFields(request); !st.ok()) return st;
-  auto write = [this, response, k = *k](const NamedTensors& outputs, ImageSize) {
-    return FillClasses(config(), outputs, k, response);
-  };
-  return std::unique_ptr<InferenceJob>(
-      std::make_unique<ImageJob>(*std::move(make), std::move(write), std::move(done)));
-}
-
-absl::StatusOr<std::unique_ptr<InferenceJob>> ClassificationTask::Explain(
-    const v1::ExplainRequest& request, v1::ExplainResponse* response, CallDone done) const {
-  auto make = V1ImageInput(request, config().input());
-  if (!make.ok()) return make.status();
-  if (absl::Status st = CheckExplainRequest(request); !st.ok()) return st;
-  auto k = TopKOf(request.top_k());
-  if (!k.ok()) return k.status();
-  auto collector = StartExplanation(ExplainOptionsOf(request));
-  if (!collector.ok()) return collector.status();
-  auto write = [this, &request, response, k = *k, collector = *collector](
-                   const NamedTensors& outputs, ImageSize) -> absl::Status {
-    if (absl::Status st = FillClasses(config(), outputs, k, response); !st.ok()) return st;
-    auto maps = collector->Finish();
-    if (!maps.ok()) return maps.status();
-    FillTokenMaps(*maps, response);
-    if (!request.heatmap_png()) return absl::OkStatus();
-    auto png = RenderOverlayPng(maps->rollout, request.image());
-    if (!png.ok()) return png.status();
-    response->set_rollout_png(*std::move(png));
-    return absl::OkStatus();
-  };
-  return std::unique_ptr<InferenceJob>(std::make_unique<ImageJob>(
-      *std::move(make), std::move(write), std::move(done), ImageJob::Explanation{*collector, {}}));
-}
-
-absl::StatusOr<std::vector<std::unique_ptr<InferenceJob>>> ClassificationTask::Infer(
-    const ::inference::ModelInferRequest& request,
-    const std::shared_ptr<InferResults>& results) const {
-  auto explain = ExplainParameters(request);
-  if (!explain.ok()) return explain.status();
-  const bool explaining = explain->has_value();
-  auto known = [this, explaining](std::string_view name) {
-    if (explaining) return name == "logits" || IsTokenMapOutput(std::string(name));
-    return DeclaresOutput(config(), name);
-  };
-  // Every example's collector is checked against the cap before anything is queued.
-  std::vector<std::shared_ptr<TokenMapCollector>> collectors;
-  auto makers = KServeExamples(request, results, known);
-  if (!makers.ok()) return makers.status();
-  for (size_t i = 0; explaining && i < makers->size(); ++i) {
-    auto collector = StartExplanation(**explain);
-    if (!collector.ok()) return collector.status();
-    collectors.push_back(*std::move(collector));
+  absl::StatusOr<JobPlan> PlanPrediction(const v1::PredictRequest& request,
+                                         v1::PredictResponse* response) const override {
+    auto k = TopKOf(request.top_k());
+    if (!k.ok()) return k.status();
+    if (absl::Status st = RefuseDetectionFields(request); !st.ok()) return st;
+    return JobPlan{ImageJob::Writer([this, response, k = *k](const NamedTensors& outputs, ImageSize) {
+      return FillClasses(config(), outputs, k, response);
+    }), std::nullopt};
   }
-  std::vector<std::unique_ptr<InferenceJob>> jobs;
-  for (size_t i = 0; i < makers->size(); ++i) {
-    if (!explaining) {
-      jobs.push_back(KServeJob(std::move((*makers)[i]), i, results, nullptr));
-      continue;
-    }
-    auto extend = [collector = collectors[i]](NamedTensors& outputs, ImageSize) -> absl::Status {
+
+  absl::StatusOr<JobPlan> PlanExplanation(const v1::ExplainRequest& request,
+                                          v1::ExplainResponse* response) const override {
+    if (absl::Status st = CheckExplainRequest(request); !st.ok()) return st;
+    auto k = TopKOf(request.top_k());
+    if (!k.ok()) return k.status();
+    auto collector = Collector(ExplainOptionsOf(request));
+    if (!collector.ok()) return collector.status();
+    auto write = [this, &request, response, k = *k, collector = *collector](
+                     const NamedTensors& outputs, ImageSize) -> absl::Status {
+      if (absl::Status st = FillClasses(config(), outputs, k, response); !st.ok()) return st;
       auto maps = collector->Finish();
       if (!maps.ok()) return maps.status();
-      for (auto& [name, t] : TokenMapTensors(*maps)) outputs.insert_or_assign(name, t);
+      FillTokenMaps(*maps, response);
+      if (!request.heatmap_png()) return absl::OkStatus();
+      auto png = RenderOverlayPng(maps->rollout, request.image());
+      if (!png.ok()) return png.status();
+      response->set_rollout_png(*std::move(png));
       return absl::OkStatus();
     };
-    jobs.push_back(KServeJob(std::move((*makers)[i]), i, results, std::move(extend),
-                             ImageJob::Explanation{collectors[i], {}}));
+    return JobPlan{std::move(write), ImageJob::Explanation{*collector, {}}};
   }
-  return jobs;
+
+  absl::StatusOr<InferWork> PlanInfer(const ::inference::ModelInferRequest& request) const override {
+    auto explain = ExplainParameters(request);
+    if (!explain.ok()) return explain.status();
+    InferWork work;
+    if (!explain->has_value()) {
+      work.known = [this](std::string_view name) { return DeclaresOutput(config(), name); };
+      work.per_example = [] { return absl::StatusOr<ExampleWork>(ExampleWork{}); };
+      return work;
+    }
+    work.known = [](std::string_view name) {
+      return name == "logits" || IsTokenMapOutput(std::string(name));
+    };
+    work.per_example = [this, options = **explain]() -> absl::StatusOr<ExampleWork> {
+      auto collector = Collector(options);
+      if (!collector.ok()) return collector.status();
+      auto add_maps = [collector = *collector](NamedTensors& outputs, ImageSize) -> absl::Status {
+        auto maps = collector->Finish();
+        if (!maps.ok()) return maps.status();
+        for (auto& [name, t] : TokenMapTensors(*maps)) outputs.insert_or_assign(name, t);
+        return absl::OkStatus();
+      };
+      return ExampleWork{std::move(add_maps), ImageJob::Explanation{*collector, {}}};
+    };
+    return work;
+  }
+
+  // "logits" [classes]; per-layer statistics [layers].
+  std::vector<DeclaredTensor> DeclaredOutputs() const override {
+    std::vector<DeclaredTensor> out;
+    for (const auto& name : config().outputs()) {
+      out.push_back(Float32(name, {name == "logits" ? config().labels_size() : config().layers()}));
+    }
+    return out;
+  }
+
+ private:
+  // INVALID_ARGUMENT for options the model's maps cannot serve.
+  absl::StatusOr<std::shared_ptr<TokenMapCollector>> Collector(const ExplainOptions& o) const {
+    auto collector = TokenMapCollector::Create(TokenLayoutOf(config()), o, options().explain_max_bytes);
+    if (!collector.ok()) return collector.status();
+    return std::shared_ptr<TokenMapCollector>(*std::move(collector));
+  }
+};
+
+absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const TaskOptions& options) {
+  auto normalised = ImageTask::WithImageInput(config);
+  if (!normalised.ok()) return normalised.status();
+  return std::unique_ptr<Task>(std::make_unique<ClassificationTask>(*std::move(normalised), options));
 }
 
-KServeSignature ClassificationTask::Signature() const {
-  KServeSignature s;
-  s.input = InputTensor();
-  s.format = ::inference::ModelInput::FORMAT_NCHW;
-  for (const auto& name : config().outputs()) {
-    s.outputs.push_back(Float32(name, name == "logits"
-                                          ? std::vector<int64_t>{config().labels_size()}
-                                          : std::vector<int64_t>{config().layers()}));
-  }
-  return s;
-}
+}  // namespace
+
+extern const TaskEntry kClassificationTask{"image_classification", Create, ExplainParameterNames};
 
 }  // namespace gatescope

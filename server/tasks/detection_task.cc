@@ -1,18 +1,35 @@
-#include "server/tasks/detection_task.h"
-
+// Task "object_detection": forward() returns "logits" [B, Q, classes] and "boxes"
+// [B, Q, 4]; predictions are the public Deformable-DETR top-k-then-threshold decoding in
+// the input's pixels (score_threshold, max_detections). Explanations are each detection's
+// decoder sampling points, attention weights and PLuG gates, and the encoder's PLuG gate
+// maps (gatescope.v1 Explain only). KServe takes the parameters "score_threshold"
+// (double_param) and "max_detections" (int64_param) and adds the TensorFlow Object
+// Detection API's outputs, K = max_detections (capped at queries * classes), rows past
+// num_detections padded with zero boxes and scores and class -1: detection_boxes FP32
+// [B, K, 4] (x1, y1, x2, y2 input pixels), detection_scores FP32 [B, K],
+// detection_classes INT64 [B, K] (label indices), num_detections INT64 [B].
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/api/tensor_proto.h"
 #include "server/explain/detection_maps.h"
+#include "server/postprocess/detection.h"
+#include "server/tasks/image_task.h"
+#include "server/tasks/task_registry.h"
 #include "server/tasks/v1_fields.h"
 
 namespace gatescope {
 namespace {
+
+constexpr char kBoxes[] = "detection_boxes";
+constexpr char kScores[] = "detection_scores";
+constexpr char kClasses[] = "detection_classes";
+constexpr char kCount[] = "num_detections";
 
 absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("model config: ", what));
@@ -140,142 +157,146 @@ void AddDetectionOutputs(const std::vector<Detection>& dets, int64_t k, NamedTen
     s[i] = d.score;
     c[i] = d.label;
   }
-  outputs.insert_or_assign(DetectionTask::kBoxes, xyxy);
-  outputs.insert_or_assign(DetectionTask::kScores, scores);
-  outputs.insert_or_assign(DetectionTask::kClasses, classes);
-  outputs.insert_or_assign(DetectionTask::kCount,
+  outputs.insert_or_assign(kBoxes, xyxy);
+  outputs.insert_or_assign(kScores, scores);
+  outputs.insert_or_assign(kClasses, classes);
+  outputs.insert_or_assign(kCount,
                            at::scalar_tensor(static_cast<int64_t>(dets.size()), at::kLong));
 }
 
+class DetectionTask final : public ImageTask {
+ public:
+  DetectionTask(ModelConfig config, TaskOptions options) : ImageTask(std::move(config), options) {}
+
+  absl::StatusOr<JobPlan> PlanPrediction(const v1::PredictRequest& request,
+                                         v1::PredictResponse* response) const override {
+    if (request.top_k() < 0) return absl::InvalidArgumentError("top_k must be >= 0");
+    auto options = OptionsOf(config(), request);
+    if (!options.ok()) return options.status();
+    return JobPlan{ImageJob::Writer([this, response, options = *options](const NamedTensors& outputs,
+                                                                 ImageSize size) -> absl::Status {
+      auto detections = Decode(outputs, size, options);
+      if (!detections.ok()) return detections.status();
+      Fill(*detections, response->mutable_detections());
+      return absl::OkStatus();
+    }), std::nullopt};
+  }
+
+  // Takes plug_gates, score_threshold and max_detections; the sampling points of every
+  // detection are always returned.
+  absl::StatusOr<JobPlan> PlanExplanation(const v1::ExplainRequest& request,
+                                          v1::ExplainResponse* response) const override {
+    if (absl::Status st = CheckExplainRequest(request); !st.ok()) return st;
+    auto options = OptionsOf(config(), request);
+    if (!options.ok()) return options.status();
+    DetectionMapOptions map_options{request.plug_gates(), options->max_detections};
+    auto created = DetectionMapCollector::Create(LayoutOf(config()), map_options,
+                                                 this->options().explain_max_bytes);
+    if (!created.ok()) return created.status();
+    std::shared_ptr<DetectionMapCollector> collector = *std::move(created);
+    auto write = [this, response, collector, options = *options](
+                     const NamedTensors& outputs, ImageSize size) -> absl::Status {
+      auto detections = Decode(outputs, size, options);
+      if (!detections.ok()) return detections.status();
+      auto ex = collector->Finish(*detections, size.height, size.width);
+      if (!ex.ok()) return ex.status();
+      Fill(*detections, response->mutable_detections());
+      FillMaps(*ex, response);
+      return absl::OkStatus();
+    };
+    return JobPlan{std::move(write), ImageJob::Explanation{std::move(collector), {}}};
+  }
+
+  absl::StatusOr<InferWork> PlanInfer(const ::inference::ModelInferRequest& request) const override {
+    auto options = OptionsOf(config(), request);
+    if (!options.ok()) return options.status();
+    const int64_t k = std::min<int64_t>(
+        options->max_detections, int64_t{config().detection().queries()} * config().labels_size());
+    InferWork work;
+    work.known = [this](std::string_view name) {
+      return DeclaresOutput(config(), name) || name == kBoxes || name == kScores ||
+             name == kClasses || name == kCount;
+    };
+    work.per_example = [this, options = *options, k]() -> absl::StatusOr<ExampleWork> {
+      ExampleWork one;
+      one.extend = [this, options, k](NamedTensors& outputs, ImageSize size) -> absl::Status {
+        auto detections = Decode(outputs, size, options);
+        if (!detections.ok()) return detections.status();
+        AddDetectionOutputs(*detections, k, outputs);
+        return absl::OkStatus();
+      };
+      return one;
+    };
+    return work;
+  }
+
+  // "logits" [Q, classes], "boxes" [Q, 4], then the four detection outputs.
+  std::vector<DeclaredTensor> DeclaredOutputs() const override {
+    const int64_t q = config().detection().queries();
+    std::vector<DeclaredTensor> out;
+    for (const auto& name : config().outputs()) {
+      std::vector<int64_t> shape{config().layers()};
+      if (name == "boxes") shape = {q, 4};
+      if (name == "logits") shape = {q, config().labels_size()};
+      out.push_back(Float32(name, std::move(shape)));
+    }
+    out.push_back({kBoxes, "FP32", ::inference::TYPE_FP32, {-1, 4}});
+    out.push_back({kScores, "FP32", ::inference::TYPE_FP32, {-1}});
+    out.push_back({kClasses, "INT64", ::inference::TYPE_INT64, {-1}});
+    out.push_back({kCount, "INT64", ::inference::TYPE_INT64, {}});
+    return out;
+  }
+
+ private:
+  // One example's detections for an input of `size`; INTERNAL for missing outputs or
+  // shapes other than the metadata declares.
+  absl::StatusOr<std::vector<Detection>> Decode(const NamedTensors& outputs, ImageSize size,
+                                                const DetectionOptions& options) const {
+    auto logits = outputs.find("logits");
+    auto boxes = outputs.find("boxes");
+    if (logits == outputs.end() || boxes == outputs.end()) {
+      return absl::InternalError("detection model returned no 'logits' or no 'boxes'");
+    }
+    const int64_t queries = config().detection().queries();
+    if (logits->second.dim() != 2 || logits->second.size(0) != queries ||
+        logits->second.size(1) != config().labels_size()) {
+      return absl::InternalError(absl::StrCat("detection logits must be [", queries, ", ",
+                                              config().labels_size(), "] as the metadata says"));
+    }
+    return DecodeDetections(logits->second, boxes->second, size.height, size.width, options);
+  }
+
+  // The detections into a gatescope.v1 response, labels named.
+  void Fill(const std::vector<Detection>& detections,
+            google::protobuf::RepeatedPtrField<v1::Detection>* out) const {
+    for (const Detection& d : detections) {
+      v1::Detection* p = out->Add();
+      p->set_x1(d.x1);
+      p->set_y1(d.y1);
+      p->set_x2(d.x2);
+      p->set_y2(d.y2);
+      p->set_score(d.score);
+      p->set_label_index(static_cast<int32_t>(d.label));
+      p->set_label(config().labels(static_cast<int>(d.label)));
+      p->set_query(static_cast<int32_t>(d.query));
+    }
+  }
+};
+
+// Also INVALID_ARGUMENT unless the metadata describes a detector: outputs "logits" and
+// "boxes", a complete `detection` message (level_strides for PLuG models), any_size with
+// native_size, maps among "sampling_points" and "plug_gate", layers = encoder + decoder.
+absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const TaskOptions& options) {
+  auto normalised = ImageTask::WithImageInput(config);
+  if (!normalised.ok()) return normalised.status();
+  if (absl::Status st = ValidateDetection(*normalised); !st.ok()) return st;
+  return std::unique_ptr<Task>(std::make_unique<DetectionTask>(*std::move(normalised), options));
+}
+
+std::vector<std::string> Parameters() { return {"score_threshold", "max_detections"}; }
+
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Task>> DetectionTask::Create(const ModelConfig& config,
-                                                            const TaskOptions& options) {
-  ModelConfig normalised = config;
-  if (absl::Status st = NormaliseImageInput(*normalised.mutable_input()); !st.ok()) return st;
-  if (absl::Status st = ValidateDetection(normalised); !st.ok()) return st;
-  return std::unique_ptr<Task>(new DetectionTask(std::move(normalised), options));
-}
-
-absl::StatusOr<std::vector<Detection>> DetectionTask::Decode(
-    const NamedTensors& outputs, ImageSize size, const DetectionOptions& options) const {
-  auto logits = outputs.find("logits");
-  auto boxes = outputs.find("boxes");
-  if (logits == outputs.end() || boxes == outputs.end()) {
-    return absl::InternalError("detection model returned no 'logits' or no 'boxes'");
-  }
-  const int64_t queries = config().detection().queries();
-  if (logits->second.dim() != 2 || logits->second.size(0) != queries ||
-      logits->second.size(1) != config().labels_size()) {
-    return absl::InternalError(absl::StrCat("detection logits must be [", queries, ", ",
-                                            config().labels_size(), "] as the metadata says"));
-  }
-  return DecodeDetections(logits->second, boxes->second, size.height, size.width, options);
-}
-
-void DetectionTask::Fill(const std::vector<Detection>& detections,
-                         google::protobuf::RepeatedPtrField<v1::Detection>* out) const {
-  for (const Detection& d : detections) {
-    v1::Detection* p = out->Add();
-    p->set_x1(d.x1);
-    p->set_y1(d.y1);
-    p->set_x2(d.x2);
-    p->set_y2(d.y2);
-    p->set_score(d.score);
-    p->set_label_index(static_cast<int32_t>(d.label));
-    p->set_label(config().labels(static_cast<int>(d.label)));
-    p->set_query(static_cast<int32_t>(d.query));
-  }
-}
-
-absl::StatusOr<std::unique_ptr<InferenceJob>> DetectionTask::Predict(
-    const v1::PredictRequest& request, v1::PredictResponse* response, CallDone done) const {
-  auto make = V1ImageInput(request, config().input());
-  if (!make.ok()) return make.status();
-  if (request.top_k() < 0) return absl::InvalidArgumentError("top_k must be >= 0");
-  auto options = OptionsOf(config(), request);
-  if (!options.ok()) return options.status();
-  auto write = [this, response, options = *options](const NamedTensors& outputs,
-                                                    ImageSize size) -> absl::Status {
-    auto detections = Decode(outputs, size, options);
-    if (!detections.ok()) return detections.status();
-    Fill(*detections, response->mutable_detections());
-    return absl::OkStatus();
-  };
-  return std::unique_ptr<InferenceJob>(
-      std::make_unique<ImageJob>(*std::move(make), std::move(write), std::move(done)));
-}
-
-absl::StatusOr<std::unique_ptr<InferenceJob>> DetectionTask::Explain(
-    const v1::ExplainRequest& request, v1::ExplainResponse* response, CallDone done) const {
-  auto make = V1ImageInput(request, config().input());
-  if (!make.ok()) return make.status();
-  if (absl::Status st = CheckExplainRequest(request); !st.ok()) return st;
-  auto options = OptionsOf(config(), request);
-  if (!options.ok()) return options.status();
-  DetectionMapOptions map_options{request.plug_gates(), options->max_detections};
-  auto created = DetectionMapCollector::Create(LayoutOf(config()), map_options,
-                                               this->options().explain_max_bytes);
-  if (!created.ok()) return created.status();
-  std::shared_ptr<DetectionMapCollector> collector = *std::move(created);
-  // The smallest input (the canvas) first; the input's own size before the pass.
-  if (absl::Status st = collector->CheckBudget(model_size()); !st.ok()) return st;
-  auto write = [this, response, collector, options = *options](
-                   const NamedTensors& outputs, ImageSize size) -> absl::Status {
-    auto detections = Decode(outputs, size, options);
-    if (!detections.ok()) return detections.status();
-    auto ex = collector->Finish(*detections, size.height, size.width);
-    if (!ex.ok()) return ex.status();
-    Fill(*detections, response->mutable_detections());
-    FillMaps(*ex, response);
-    return absl::OkStatus();
-  };
-  return std::unique_ptr<InferenceJob>(std::make_unique<ImageJob>(
-      *std::move(make), std::move(write), std::move(done),
-      ImageJob::Explanation{std::move(collector), {}}));
-}
-
-absl::StatusOr<std::vector<std::unique_ptr<InferenceJob>>> DetectionTask::Infer(
-    const ::inference::ModelInferRequest& request,
-    const std::shared_ptr<InferResults>& results) const {
-  auto options = OptionsOf(config(), request);
-  if (!options.ok()) return options.status();
-  auto known = [this](std::string_view name) {
-    return DeclaresOutput(config(), name) || name == kBoxes || name == kScores ||
-           name == kClasses || name == kCount;
-  };
-  auto makers = KServeExamples(request, results, known);
-  if (!makers.ok()) return makers.status();
-  const int64_t k = std::min<int64_t>(
-      options->max_detections, int64_t{config().detection().queries()} * config().labels_size());
-  auto add = [this, options = *options, k](NamedTensors& outputs, ImageSize size) -> absl::Status {
-    auto detections = Decode(outputs, size, options);
-    if (!detections.ok()) return detections.status();
-    AddDetectionOutputs(*detections, k, outputs);
-    return absl::OkStatus();
-  };
-  std::vector<std::unique_ptr<InferenceJob>> jobs;
-  for (size_t i = 0; i < makers->size(); ++i) {
-    jobs.push_back(KServeJob(std::move((*makers)[i]), i, results, add));
-  }
-  return jobs;
-}
-
-KServeSignature DetectionTask::Signature() const {
-  const int64_t q = config().detection().queries();
-  KServeSignature s;
-  s.input = InputTensor();
-  s.format = ::inference::ModelInput::FORMAT_NCHW;
-  for (const auto& name : config().outputs()) {
-    s.outputs.push_back(Float32(name, name == "boxes"    ? std::vector<int64_t>{q, 4}
-                                      : name == "logits" ? std::vector<int64_t>{q, config().labels_size()}
-                                                         : std::vector<int64_t>{config().layers()}));
-  }
-  s.outputs.push_back({kBoxes, "FP32", ::inference::TYPE_FP32, {-1, 4}});
-  s.outputs.push_back({kScores, "FP32", ::inference::TYPE_FP32, {-1}});
-  s.outputs.push_back({kClasses, "INT64", ::inference::TYPE_INT64, {-1}});
-  s.outputs.push_back({kCount, "INT64", ::inference::TYPE_INT64, {}});
-  return s;
-}
+extern const TaskEntry kDetectionTask{"object_detection", Create, Parameters};
 
 }  // namespace gatescope

@@ -9,6 +9,111 @@
 #include "server/tasks/task_registry.h"
 
 namespace gatescope {
+namespace {
+
+// Example `i`'s job: its forward() outputs, extended, go to slot i of `results`.
+std::unique_ptr<InferenceJob> KServeJob(ImageMaker make, size_t i,
+                                        const std::shared_ptr<InferResults>& results,
+                                        ImageTask::ExampleWork work) {
+  auto write = [results, i, extend = std::move(work.extend)](const NamedTensors& outputs,
+                                                             ImageSize size) {
+    NamedTensors all = outputs;
+    if (extend) {
+      if (absl::Status st = extend(all, size); !st.ok()) return st;
+    }
+    results->Store(i, std::move(all));
+    return absl::OkStatus();
+  };
+  auto done = [results, i](absl::Status status) { results->Complete(i, std::move(status)); };
+  return std::make_unique<ImageJob>(std::move(make), std::move(write), std::move(done),
+                                    std::move(work.explanation));
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ImageTask::WithImageInput(const ModelConfig& config) {
+  ModelConfig normalised = config;
+  if (absl::Status st = NormaliseImageInput(*normalised.mutable_input()); !st.ok()) return st;
+  return normalised;
+}
+
+ImageSize ImageTask::model_size() const {
+  return {config_.input().shape(1), config_.input().shape(2)};
+}
+
+DeclaredTensor ImageTask::Float32(const std::string& name, std::vector<int64_t> shape) {
+  return {name, "FP32", ::inference::TYPE_FP32, std::move(shape)};
+}
+
+template <typename Request>
+absl::StatusOr<std::unique_ptr<InferenceJob>> ImageTask::V1Job(const Request& request,
+                                                               absl::StatusOr<JobPlan> plan,
+                                                               CallDone done) const {
+  auto make = V1ImageInput(request, config_.input());
+  if (!make.ok()) return make.status();
+  if (!plan.ok()) return plan.status();
+  if (plan->explanation) {
+    absl::Status st = plan->explanation->collector->CheckBudget(model_size());
+    if (!st.ok()) return st;
+  }
+  return std::unique_ptr<InferenceJob>(std::make_unique<ImageJob>(
+      *std::move(make), std::move(plan->write), std::move(done), std::move(plan->explanation)));
+}
+
+absl::StatusOr<std::unique_ptr<InferenceJob>> ImageTask::Predict(
+    const v1::PredictRequest& request, v1::PredictResponse* response, CallDone done) const {
+  return V1Job(request, PlanPrediction(request, response), std::move(done));
+}
+
+absl::StatusOr<std::unique_ptr<InferenceJob>> ImageTask::Explain(
+    const v1::ExplainRequest& request, v1::ExplainResponse* response, CallDone done) const {
+  return V1Job(request, PlanExplanation(request, response), std::move(done));
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<InferenceJob>>> ImageTask::Infer(
+    const ::inference::ModelInferRequest& request,
+    const std::shared_ptr<InferResults>& results) const {
+  if (absl::Status st = RefuseOtherTasksParameters(request, config_.task()); !st.ok()) return st;
+  auto plan = PlanInfer(request);
+  if (!plan.ok()) return plan.status();
+  for (const auto& o : request.outputs()) {
+    if (!plan->known(o.name())) {
+      return absl::InvalidArgumentError(absl::StrCat("model has no output '", o.name(), "'"));
+    }
+  }
+  auto input = ReadSingleInput(request);
+  if (!input.ok()) return input.status();
+  auto makers = KServeImageInputs(*input, config_.input());
+  if (!makers.ok()) return makers.status();
+  if (makers->empty()) return InvalidInfer("empty batch");
+  // Every example's work (e.g. its explanation's byte budget) before anything is queued.
+  std::vector<ExampleWork> work;
+  for (size_t i = 0; i < makers->size(); ++i) {
+    auto one = plan->per_example();
+    if (!one.ok()) return one.status();
+    if (one->explanation) {
+      absl::Status st = one->explanation->collector->CheckBudget(model_size());
+      if (!st.ok()) return st;
+    }
+    work.push_back(*std::move(one));
+  }
+  results->Expect(makers->size());
+  std::vector<std::unique_ptr<InferenceJob>> jobs;
+  for (size_t i = 0; i < makers->size(); ++i) {
+    jobs.push_back(KServeJob(std::move((*makers)[i]), i, results, std::move(work[i])));
+  }
+  return jobs;
+}
+
+KServeSignature ImageTask::Signature() const {
+  KServeSignature s;
+  std::vector<int64_t> shape(config_.input().shape().begin(), config_.input().shape().end());
+  if (config_.input().any_size()) shape[1] = shape[2] = -1;
+  s.input = {"input", "FP32", ::inference::TYPE_FP32, std::move(shape)};
+  s.format = ::inference::ModelInput::FORMAT_NCHW;
+  s.outputs = DeclaredOutputs();
+  return s;
+}
 
 absl::StatusOr<std::vector<GatheredBatch>> ImageTask::Gather(
     const std::vector<at::Tensor>& examples) const {
@@ -32,55 +137,6 @@ absl::StatusOr<NamedTensors> ImageTask::Scatter(const NamedTensors& outputs, int
   NamedTensors one;
   for (const auto& [name, tensor] : outputs) one.emplace(name, tensor[position]);
   return one;
-}
-
-ImageSize ImageTask::model_size() const {
-  return {config_.input().shape(1), config_.input().shape(2)};
-}
-
-DeclaredTensor ImageTask::InputTensor() const {
-  std::vector<int64_t> shape(config_.input().shape().begin(), config_.input().shape().end());
-  if (config_.input().any_size()) shape[1] = shape[2] = -1;
-  return {"input", "FP32", ::inference::TYPE_FP32, std::move(shape)};
-}
-
-DeclaredTensor ImageTask::Float32(const std::string& name, std::vector<int64_t> shape) {
-  return {name, "FP32", ::inference::TYPE_FP32, std::move(shape)};
-}
-
-absl::StatusOr<std::vector<ImageMaker>> ImageTask::KServeExamples(
-    const ::inference::ModelInferRequest& request, const std::shared_ptr<InferResults>& results,
-    const std::function<bool(std::string_view output)>& known) const {
-  if (absl::Status st = RefuseOtherTasksParameters(request, config_.task()); !st.ok()) return st;
-  for (const auto& o : request.outputs()) {
-    if (!known(o.name())) {
-      return absl::InvalidArgumentError(absl::StrCat("model has no output '", o.name(), "'"));
-    }
-  }
-  auto input = ReadSingleInput(request);
-  if (!input.ok()) return input.status();
-  auto makers = KServeImageInputs(*input, config_.input());
-  if (!makers.ok()) return makers.status();
-  if (makers->empty()) return InvalidInfer("empty batch");
-  results->Expect(makers->size());
-  return makers;
-}
-
-std::unique_ptr<InferenceJob> ImageTask::KServeJob(
-    ImageMaker make, size_t i, const std::shared_ptr<InferResults>& results, Extend extend,
-    std::optional<ImageJob::Explanation> explanation) {
-  auto write = [results, i, extend = std::move(extend)](const NamedTensors& outputs,
-                                                        ImageSize size) {
-    NamedTensors all = outputs;
-    if (extend) {
-      if (absl::Status st = extend(all, size); !st.ok()) return st;
-    }
-    results->Store(i, std::move(all));
-    return absl::OkStatus();
-  };
-  auto done = [results, i](absl::Status status) { results->Complete(i, std::move(status)); };
-  return std::make_unique<ImageJob>(std::move(make), std::move(write), std::move(done),
-                                    std::move(explanation));
 }
 
 }  // namespace gatescope

@@ -1,11 +1,14 @@
 // What the image tasks share: the image input (metadata defaults and checks, decoding from
 // either API), gathering examples of equal shape into stacked batches, slicing outputs
-// back, the KServe input signature, and the per-example KServe jobs.
+// back, the KServe input signature, and turning every request into ImageJobs. A concrete
+// image task (classification_task.cc, ...) says only what differs: how a request's task
+// fields become a writer of its results and, for explanations, a collector.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -17,7 +20,40 @@ namespace gatescope {
 
 class ImageTask : public Task {
  public:
+  // A gatescope.v1 request's part that depends on the task: the writer of its results
+  // and, for explanations, what the pass needs.
+  struct JobPlan {
+    ImageJob::Writer write;
+    std::optional<ImageJob::Explanation> explanation;
+  };
+  // What one KServe example adds to its forward() outputs (in place, given the input's
+  // size), and the explanation pass it runs instead of forward(), if any.
+  struct ExampleWork {
+    std::function<absl::Status(NamedTensors& outputs, ImageSize size)> extend;
+    std::optional<ImageJob::Explanation> explanation;
+  };
+  struct InferWork {
+    // Which outputs a request may ask for.
+    std::function<bool(std::string_view name)> known;
+    // Each example's work; called once per example before anything is queued (an error,
+    // e.g. RESOURCE_EXHAUSTED, fails the whole request).
+    std::function<absl::StatusOr<ExampleWork>()> per_example;
+  };
+
   const ModelConfig& config() const override { return config_; }
+
+  absl::StatusOr<std::unique_ptr<InferenceJob>> Predict(
+      const ::gatescope::v1::PredictRequest& request,
+      ::gatescope::v1::PredictResponse* response, CallDone done) const final;
+  absl::StatusOr<std::unique_ptr<InferenceJob>> Explain(
+      const ::gatescope::v1::ExplainRequest& request,
+      ::gatescope::v1::ExplainResponse* response, CallDone done) const final;
+  absl::StatusOr<std::vector<std::unique_ptr<InferenceJob>>> Infer(
+      const ::inference::ModelInferRequest& request,
+      const std::shared_ptr<InferResults>& results) const final;
+  // "input" FP32 [C, H, W] (H and W -1 for models of any size), NCHW; the outputs
+  // DeclaredOutputs names.
+  KServeSignature Signature() const final;
 
   // Examples of equal shape are stacked into one call each, in order of first appearance.
   absl::StatusOr<std::vector<GatheredBatch>> Gather(
@@ -26,8 +62,10 @@ class ImageTask : public Task {
   absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
                                        const at::Tensor& example) const override;
 
+  // `config` with its image input normalised (NormaliseImageInput), for a task's factory.
+  static absl::StatusOr<ModelConfig> WithImageInput(const ModelConfig& config);
+
  protected:
-  // `config` must have passed NormaliseImageInput.
   ImageTask(ModelConfig config, TaskOptions options)
       : config_(std::move(config)), options_(options) {}
 
@@ -35,25 +73,29 @@ class ImageTask : public Task {
   // The model's own input size [H, W].
   ImageSize model_size() const;
 
-  // KServe "input": FP32 [C, H, W] (H and W -1 for models of any size), NCHW.
-  DeclaredTensor InputTensor() const;
+  // The task's part of each request, on the gRPC thread (cheap): INVALID_ARGUMENT for
+  // fields it does not take, RESOURCE_EXHAUSTED for explanations over the byte cap.
+  virtual absl::StatusOr<JobPlan> PlanPrediction(
+      const ::gatescope::v1::PredictRequest& request,
+      ::gatescope::v1::PredictResponse* response) const = 0;
+  virtual absl::StatusOr<JobPlan> PlanExplanation(
+      const ::gatescope::v1::ExplainRequest& request,
+      ::gatescope::v1::ExplainResponse* response) const = 0;
+  virtual absl::StatusOr<InferWork> PlanInfer(const ::inference::ModelInferRequest& request) const = 0;
+  // forward()'s outputs with their per-example shapes, then the task's own.
+  virtual std::vector<DeclaredTensor> DeclaredOutputs() const = 0;
+
   // A forward() output FP32 with its per-example shape.
   static DeclaredTensor Float32(const std::string& name, std::vector<int64_t> shape);
 
-  // Adds the task's own outputs to one example's forward() outputs (in place), given the
-  // input's size.
-  using Extend = std::function<absl::Status(NamedTensors& outputs, ImageSize size)>;
-  // The examples of a KServe request, after refusing parameters that belong to other tasks
-  // and outputs the request may not ask for (`known`). Calls results->Expect.
-  absl::StatusOr<std::vector<ImageMaker>> KServeExamples(
-      const ::inference::ModelInferRequest& request, const std::shared_ptr<InferResults>& results,
-      const std::function<bool(std::string_view output)>& known) const;
-  // Example `i`'s job: its forward() outputs, extended, go to slot i of `results`.
-  static std::unique_ptr<InferenceJob> KServeJob(
-      ImageMaker make, size_t i, const std::shared_ptr<InferResults>& results, Extend extend,
-      std::optional<ImageJob::Explanation> explanation = std::nullopt);
-
  private:
+  // The job of a gatescope.v1 request whose task part is `plan` (an explanation's byte
+  // budget is checked for the model's own size now, for the input's before the pass).
+  template <typename Request>
+  absl::StatusOr<std::unique_ptr<InferenceJob>> V1Job(const Request& request,
+                                                      absl::StatusOr<JobPlan> plan,
+                                                      CallDone done) const;
+
   const ModelConfig config_;
   const TaskOptions options_;
 };

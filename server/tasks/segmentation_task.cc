@@ -1,16 +1,25 @@
-#include "server/tasks/segmentation_task.h"
-
+// Task "image_segmentation": forward() returns "logits" [B, classes, H, W] at the model's
+// size; the class map comes back at the input's own size (mask, class pixel counts,
+// optional PNG and probabilities). Explanations are each decoder stage's gate map and the
+// attention of a query pixel (gatescope.v1 Explain only). KServe adds the "mask" output:
+// UINT8 [B, H0, W0] class indices at the input's size.
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/api/tensor_proto.h"
 #include "server/explain/dense_maps.h"
 #include "server/postprocess/segmentation.h"
+#include "server/tasks/image_task.h"
+#include "server/tasks/task_registry.h"
 #include "server/tasks/v1_fields.h"
 
 namespace gatescope {
 namespace {
 
+constexpr char kMaskOutput[] = "mask";
+
+// Takes gates and query_pixel; the other tasks' options are INVALID_ARGUMENT.
 absl::Status CheckExplainRequest(const v1::ExplainRequest& r) {
   if (absl::Status st = RefuseDetectionFields(r); !st.ok()) return st;
   const char* what = ClassifierExplainOption(r);
@@ -66,12 +75,93 @@ absl::Status FillSegmentation(const NamedTensors& outputs, ImageSize size,
   return absl::OkStatus();
 }
 
-}  // namespace
+class SegmentationTask final : public ImageTask {
+ public:
+  SegmentationTask(ModelConfig config, TaskOptions options)
+      : ImageTask(std::move(config), options) {
+    classes_.classes = this->config().labels_size();
+  }
 
-absl::StatusOr<std::unique_ptr<Task>> SegmentationTask::Create(const ModelConfig& config,
-                                                               const TaskOptions& options) {
-  ModelConfig normalised = config;
-  if (absl::Status st = NormaliseImageInput(*normalised.mutable_input()); !st.ok()) return st;
+  absl::StatusOr<JobPlan> PlanPrediction(const v1::PredictRequest& request,
+                                         v1::PredictResponse* response) const override {
+    if (request.top_k() < 0) return absl::InvalidArgumentError("top_k must be >= 0");
+    if (absl::Status st = RefuseDetectionFields(request); !st.ok()) return st;
+    SegmentationOptions options = classes_;
+    options.png = request.mask_png();
+    options.probabilities = request.class_probabilities();
+    return JobPlan{ImageJob::Writer([response, options](const NamedTensors& outputs, ImageSize size) {
+      return FillSegmentation(outputs, size, options, response->mutable_segmentation());
+    }), std::nullopt};
+  }
+
+  absl::StatusOr<JobPlan> PlanExplanation(const v1::ExplainRequest& request,
+                                          v1::ExplainResponse* response) const override {
+    if (absl::Status st = CheckExplainRequest(request); !st.ok()) return st;
+    DenseMapOptions map_options{request.gates(), request.has_query_pixel()};
+    auto created = DenseMapCollector::Create(DenseLayoutOf(config()), map_options,
+                                             options().explain_max_bytes);
+    if (!created.ok()) return created.status();
+    std::shared_ptr<DenseMapCollector> collector = *std::move(created);
+    auto write = [response, collector, options = classes_](const NamedTensors& outputs,
+                                                           ImageSize size) -> absl::Status {
+      auto st = FillSegmentation(outputs, size, options, response->mutable_segmentation());
+      if (!st.ok()) return st;
+      auto maps = collector->Finish();
+      if (!maps.ok()) return maps.status();
+      for (const auto& g : maps->gates) ToFloatProto(g, response->add_gates());
+      for (const auto& a : maps->query_attention) ToFloatProto(a, response->add_query_attention());
+      return absl::OkStatus();
+    };
+    // Without a query pixel the model still takes a point; its attention map is dropped.
+    auto args = [&request](ImageSize size) -> absl::StatusOr<std::vector<double>> {
+      if (!request.has_query_pixel()) return std::vector<double>{0.5, 0.5};
+      return QueryPoint(request.query_pixel(), size);
+    };
+    return JobPlan{std::move(write), ImageJob::Explanation{std::move(collector), std::move(args)}};
+  }
+
+  absl::StatusOr<InferWork> PlanInfer(const ::inference::ModelInferRequest&) const override {
+    InferWork work;
+    work.known = [this](std::string_view name) {
+      return DeclaresOutput(config(), name) || name == kMaskOutput;
+    };
+    work.per_example = [options = classes_]() -> absl::StatusOr<ExampleWork> {
+      ExampleWork one;
+      one.extend = [options](NamedTensors& outputs, ImageSize size) -> absl::Status {
+        auto seg = Segment(outputs, size, options);
+        if (!seg.ok()) return seg.status();
+        outputs.insert_or_assign(kMaskOutput, seg->mask);
+        return absl::OkStatus();
+      };
+      return one;
+    };
+    return work;
+  }
+
+  // "logits" [classes, H, W], "mask" UINT8 [H0, W0] (-1 for models of any size).
+  std::vector<DeclaredTensor> DeclaredOutputs() const override {
+    const auto& in = config().input();
+    std::vector<DeclaredTensor> out;
+    for (const auto& name : config().outputs()) {
+      out.push_back(Float32(name, name == "logits" ? std::vector<int64_t>{config().labels_size(),
+                                                                          in.shape(1), in.shape(2)}
+                                                   : std::vector<int64_t>{config().layers()}));
+    }
+    out.push_back({kMaskOutput, "UINT8", ::inference::TYPE_UINT8,
+                   in.any_size() ? std::vector<int64_t>{-1, -1}
+                                 : std::vector<int64_t>{in.shape(1), in.shape(2)}});
+    return out;
+  }
+
+ private:
+  SegmentationOptions classes_;  // the model's label count; nothing else asked
+};
+
+// Also INVALID_ARGUMENT unless there are 2..256 labels (masks are UINT8) and the declared
+// maps are among "attention" and "gate".
+absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const TaskOptions& options) {
+  auto normalised = ImageTask::WithImageInput(config);
+  if (!normalised.ok()) return normalised.status();
   if (config.labels_size() < 2 || config.labels_size() > 256) {
     return absl::InvalidArgumentError(
         "model config: image_segmentation needs 2..256 labels (masks are UINT8 class indices)");
@@ -82,99 +172,13 @@ absl::StatusOr<std::unique_ptr<Task>> SegmentationTask::Create(const ModelConfig
           "model config: image_segmentation maps are 'attention' and 'gate', not '", kind, "'"));
     }
   }
-  return std::unique_ptr<Task>(new SegmentationTask(std::move(normalised), options));
+  return std::unique_ptr<Task>(std::make_unique<SegmentationTask>(*std::move(normalised), options));
 }
 
-absl::StatusOr<std::unique_ptr<InferenceJob>> SegmentationTask::Predict(
-    const v1::PredictRequest& request, v1::PredictResponse* response, CallDone done) const {
-  auto make = V1ImageInput(request, config().input());
-  if (!make.ok()) return make.status();
-  if (request.top_k() < 0) return absl::InvalidArgumentError("top_k must be >= 0");
-  if (absl::Status st = RefuseDetectionFields(request); !st.ok()) return st;
-  SegmentationOptions options;
-  options.png = request.mask_png();
-  options.probabilities = request.class_probabilities();
-  options.classes = config().labels_size();
-  auto write = [response, options](const NamedTensors& outputs, ImageSize size) {
-    return FillSegmentation(outputs, size, options, response->mutable_segmentation());
-  };
-  return std::unique_ptr<InferenceJob>(
-      std::make_unique<ImageJob>(*std::move(make), std::move(write), std::move(done)));
-}
+std::vector<std::string> NoParameters() { return {}; }
 
-absl::StatusOr<std::unique_ptr<InferenceJob>> SegmentationTask::Explain(
-    const v1::ExplainRequest& request, v1::ExplainResponse* response, CallDone done) const {
-  auto make = V1ImageInput(request, config().input());
-  if (!make.ok()) return make.status();
-  if (absl::Status st = CheckExplainRequest(request); !st.ok()) return st;
-  DenseMapOptions map_options;
-  map_options.gates = request.gates();
-  map_options.query_attention = request.has_query_pixel();
-  auto created = DenseMapCollector::Create(DenseLayoutOf(config()), map_options,
-                                           options().explain_max_bytes);
-  if (!created.ok()) return created.status();
-  std::shared_ptr<DenseMapCollector> collector = *std::move(created);
-  if (absl::Status st = collector->CheckBudget(model_size()); !st.ok()) return st;
-  SegmentationOptions seg_options;
-  seg_options.classes = config().labels_size();
-  auto write = [response, collector, seg_options](const NamedTensors& outputs,
-                                                  ImageSize size) -> absl::Status {
-    auto st = FillSegmentation(outputs, size, seg_options, response->mutable_segmentation());
-    if (!st.ok()) return st;
-    auto maps = collector->Finish();
-    if (!maps.ok()) return maps.status();
-    for (const auto& g : maps->gates) ToFloatProto(g, response->add_gates());
-    for (const auto& a : maps->query_attention) ToFloatProto(a, response->add_query_attention());
-    return absl::OkStatus();
-  };
-  // Without a query pixel the model still takes a point; its attention map is dropped.
-  auto args = [&request](ImageSize size) -> absl::StatusOr<std::vector<double>> {
-    if (!request.has_query_pixel()) return std::vector<double>{0.5, 0.5};
-    return QueryPoint(request.query_pixel(), size);
-  };
-  return std::unique_ptr<InferenceJob>(std::make_unique<ImageJob>(
-      *std::move(make), std::move(write), std::move(done),
-      ImageJob::Explanation{std::move(collector), std::move(args)}));
-}
+}  // namespace
 
-absl::StatusOr<std::vector<std::unique_ptr<InferenceJob>>> SegmentationTask::Infer(
-    const ::inference::ModelInferRequest& request,
-    const std::shared_ptr<InferResults>& results) const {
-  auto known = [this](std::string_view name) {
-    return DeclaresOutput(config(), name) || name == kMaskOutput;
-  };
-  auto makers = KServeExamples(request, results, known);
-  if (!makers.ok()) return makers.status();
-  SegmentationOptions options;
-  options.classes = config().labels_size();
-  auto add_mask = [options](NamedTensors& outputs, ImageSize size) -> absl::Status {
-    auto seg = Segment(outputs, size, options);
-    if (!seg.ok()) return seg.status();
-    outputs.insert_or_assign(kMaskOutput, seg->mask);
-    return absl::OkStatus();
-  };
-  std::vector<std::unique_ptr<InferenceJob>> jobs;
-  for (size_t i = 0; i < makers->size(); ++i) {
-    jobs.push_back(KServeJob(std::move((*makers)[i]), i, results, add_mask));
-  }
-  return jobs;
-}
-
-KServeSignature SegmentationTask::Signature() const {
-  const auto& in = config().input();
-  KServeSignature s;
-  s.input = InputTensor();
-  s.format = ::inference::ModelInput::FORMAT_NCHW;
-  for (const auto& name : config().outputs()) {
-    s.outputs.push_back(Float32(name, name == "logits"
-                                          ? std::vector<int64_t>{config().labels_size(),
-                                                                 in.shape(1), in.shape(2)}
-                                          : std::vector<int64_t>{config().layers()}));
-  }
-  s.outputs.push_back({kMaskOutput, "UINT8", ::inference::TYPE_UINT8,
-                       in.any_size() ? std::vector<int64_t>{-1, -1}
-                                     : std::vector<int64_t>{in.shape(1), in.shape(2)}});
-  return s;
-}
+extern const TaskEntry kSegmentationTask{"image_segmentation", Create, NoParameters};
 
 }  // namespace gatescope

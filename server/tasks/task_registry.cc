@@ -5,33 +5,28 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "server/tasks/classification_task.h"
-#include "server/tasks/detection_task.h"
-#include "server/tasks/segmentation_task.h"
+
+// Every task the server knows; each entry is defined in <task>_task.cc.
+#define GATESCOPE_TASKS(X) X(kClassificationTask) X(kSegmentationTask) X(kDetectionTask)
 
 namespace gatescope {
+
+#define GATESCOPE_DECLARE_TASK(entry) extern const TaskEntry entry;
+GATESCOPE_TASKS(GATESCOPE_DECLARE_TASK)
+
 namespace {
 
-struct TaskEntry {
-  const char* name;
-  absl::StatusOr<std::unique_ptr<Task>> (*create)(const ModelConfig&, const TaskOptions&);
-  std::vector<std::string> (*parameters)();  // KServe request parameters it owns
-};
-
-const TaskEntry kTasks[] = {
-    {ClassificationTask::kName, ClassificationTask::Create, ClassificationTask::Parameters},
-    {SegmentationTask::kName, SegmentationTask::Create, SegmentationTask::Parameters},
-    {DetectionTask::kName, DetectionTask::Create, DetectionTask::Parameters},
-};
+#define GATESCOPE_TASK_ADDRESS(entry) &entry,
+const TaskEntry* const kTasks[] = {GATESCOPE_TASKS(GATESCOPE_TASK_ADDRESS)};
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Task>> CreateTask(const ModelConfig& config,
                                                  const TaskOptions& options) {
   std::vector<std::string> known;
-  for (const TaskEntry& entry : kTasks) {
-    if (config.task() == entry.name) return entry.create(config, options);
-    known.push_back(entry.name);
+  for (const TaskEntry* entry : kTasks) {
+    if (config.task() == entry->name) return entry->create(config, options);
+    known.push_back(entry->name);
   }
   return absl::InvalidArgumentError(absl::StrCat("model config: unsupported task '",
                                                  config.task(), "' (",
@@ -40,12 +35,12 @@ absl::StatusOr<std::unique_ptr<Task>> CreateTask(const ModelConfig& config,
 
 absl::Status RefuseOtherTasksParameters(const ::inference::ModelInferRequest& request,
                                         absl::string_view task) {
-  for (const TaskEntry& entry : kTasks) {
-    if (entry.name == task) continue;
-    for (const std::string& name : entry.parameters()) {
+  for (const TaskEntry* entry : kTasks) {
+    if (entry->name == task) continue;
+    for (const std::string& name : entry->parameters()) {
       if (request.parameters().contains(name)) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "parameter '", name, "' applies to ", entry.name, " models only, not to ", task,
+            "parameter '", name, "' applies to ", entry->name, " models only, not to ", task,
             " models"));
       }
     }

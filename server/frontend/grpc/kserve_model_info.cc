@@ -31,55 +31,7 @@ void AddTensorMetadata(const DeclaredTensor& declared,
   for (int64_t d : declared.shape) out->add_shape(d);
 }
 
-}  // namespace
-
-grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
-                                                       const kv::ModelMetadataRequest* request,
-                                                       kv::ModelMetadataResponse* response) {
-  auto found = repository_->Find(request->name(), request->version());
-  if (!found.ok()) return FinishNow(ctx, found.status());
-  const ServedModel& model = **found;
-  if (!model.ready()) return FinishNow(ctx, absl::UnavailableError("model is not ready"));
-  response->set_name(model.name);
-  for (const auto& m : repository_->List()) {
-    if (m->name == model.name) response->add_versions(m->version);
-  }
-  response->set_platform(kPlatform);
-  const KServeSignature signature = model.task->Signature();
-  AddTensorMetadata(signature.input, response->add_inputs());
-  for (const DeclaredTensor& declared : signature.outputs) {
-    AddTensorMetadata(declared, response->add_outputs());
-  }
-  return FinishNow(ctx, absl::OkStatus());
-}
-
-grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
-                                                     const kv::ModelConfigRequest* request,
-                                                     kv::ModelConfigResponse* response) {
-  auto found = repository_->Find(request->name(), request->version());
-  if (!found.ok()) return FinishNow(ctx, found.status());
-  const ServedModel& model = **found;
-  if (!model.ready()) return FinishNow(ctx, absl::UnavailableError("model is not ready"));
-  auto* c = response->mutable_config();
-  c->set_name(model.name);
-  c->set_platform(kPlatform);
-  c->set_backend("gatescope");
-  const DynamicBatchingConfig& b = model.plan.batching;
-  c->set_max_batch_size(b.max_batch_size);
-  const KServeSignature signature = model.task->Signature();
-  auto* in = c->add_input();
-  in->set_name(signature.input.name);
-  in->set_data_type(signature.input.type);
-  in->set_format(signature.format);
-  for (int64_t d : signature.input.shape) in->add_dims(d);
-  for (const DeclaredTensor& declared : signature.outputs) {
-    auto* out = c->add_output();
-    out->set_name(declared.name);
-    out->set_data_type(declared.type);
-    for (int64_t d : declared.shape) out->add_dims(d);
-  }
-  for (const auto& group : model.plan.groups) *c->add_instance_group() = group;
-  auto* db = c->mutable_dynamic_batching();
+void FillDynamicBatching(const DynamicBatchingConfig& b, kv::ModelDynamicBatching* db) {
   for (int p : b.preferred_batch_sizes) db->add_preferred_batch_size(p);
   db->set_max_queue_delay_microseconds(absl::ToInt64Microseconds(b.max_queue_delay));
   db->set_priority_levels(b.priority_levels);
@@ -94,7 +46,66 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
   }
   qp->set_allow_timeout_override(b.queue_policy.allow_timeout_override);
   qp->set_max_queue_size(b.queue_policy.max_queue_size);
+}
+
+// Triton's model configuration of a ready model: its tensors, the instance groups as
+// resolved (KIND_CPU, or KIND_GPU with its GPUs) and the batching in effect.
+void FillModelConfig(const ServedModel& model, kv::ModelConfig* c) {
+  c->set_name(model.name);
+  c->set_platform(kPlatform);
+  c->set_backend("gatescope");
+  c->set_max_batch_size(model.plan.batching.max_batch_size);
+  const KServeSignature signature = model.task->Signature();
+  auto* in = c->add_input();
+  in->set_name(signature.input.name);
+  in->set_data_type(signature.input.type);
+  in->set_format(signature.format);
+  for (int64_t d : signature.input.shape) in->add_dims(d);
+  for (const DeclaredTensor& declared : signature.outputs) {
+    auto* out = c->add_output();
+    out->set_name(declared.name);
+    out->set_data_type(declared.type);
+    for (int64_t d : declared.shape) out->add_dims(d);
+  }
+  for (const auto& group : model.plan.groups) *c->add_instance_group() = group;
+  FillDynamicBatching(model.plan.batching, c->mutable_dynamic_batching());
+}
+
+}  // namespace
+
+template <typename Request, typename Fill>
+grpc::ServerUnaryReactor* KServeService::AboutReadyModel(Ctx* ctx, const Request& request,
+                                                         Fill fill) const {
+  auto found = repository_->Find(request.name(), request.version());
+  if (!found.ok()) return FinishNow(ctx, found.status());
+  if (!(*found)->ready()) return FinishNow(ctx, absl::UnavailableError("model is not ready"));
+  fill(**found);
   return FinishNow(ctx, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
+                                                       const kv::ModelMetadataRequest* request,
+                                                       kv::ModelMetadataResponse* response) {
+  return AboutReadyModel(ctx, *request, [&](const ServedModel& model) {
+    response->set_name(model.name);
+    for (const auto& m : repository_->List()) {
+      if (m->name == model.name) response->add_versions(m->version);
+    }
+    response->set_platform(kPlatform);
+    const KServeSignature signature = model.task->Signature();
+    AddTensorMetadata(signature.input, response->add_inputs());
+    for (const DeclaredTensor& declared : signature.outputs) {
+      AddTensorMetadata(declared, response->add_outputs());
+    }
+  });
+}
+
+grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
+                                                     const kv::ModelConfigRequest* request,
+                                                     kv::ModelConfigResponse* response) {
+  return AboutReadyModel(ctx, *request, [&](const ServedModel& model) {
+    FillModelConfig(model, response->mutable_config());
+  });
 }
 
 grpc::ServerUnaryReactor* KServeService::ModelStatistics(

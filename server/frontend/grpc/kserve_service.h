@@ -34,30 +34,23 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
 
   using Reactor = grpc::ServerUnaryReactor;
   using Ctx = grpc::CallbackServerContext;
-  Reactor* ServerLive(Ctx*, const ::inference::ServerLiveRequest*,
-                      ::inference::ServerLiveResponse*) override;
-  Reactor* ServerReady(Ctx*, const ::inference::ServerReadyRequest*,
-                       ::inference::ServerReadyResponse*) override;
-  Reactor* ModelReady(Ctx*, const ::inference::ModelReadyRequest*,
-                      ::inference::ModelReadyResponse*) override;
-  Reactor* ServerMetadata(Ctx*, const ::inference::ServerMetadataRequest*,
-                          ::inference::ServerMetadataResponse*) override;
-  Reactor* ModelMetadata(Ctx*, const ::inference::ModelMetadataRequest*,
-                         ::inference::ModelMetadataResponse*) override;
-  Reactor* ModelInfer(Ctx*, const ::inference::ModelInferRequest*,
-                      ::inference::ModelInferResponse*) override;
-  Reactor* ModelConfig(Ctx*, const ::inference::ModelConfigRequest*,
-                       ::inference::ModelConfigResponse*) override;
-  Reactor* ModelStatistics(Ctx*, const ::inference::ModelStatisticsRequest*,
-                           ::inference::ModelStatisticsResponse*) override;
-  Reactor* RepositoryIndex(Ctx*, const ::inference::RepositoryIndexRequest*,
-                           ::inference::RepositoryIndexResponse*) override;
-  Reactor* RepositoryModelLoad(Ctx*, const ::inference::RepositoryModelLoadRequest*,
-                               ::inference::RepositoryModelLoadResponse*) override;
-  Reactor* RepositoryModelUnload(Ctx*, const ::inference::RepositoryModelUnloadRequest*,
-                                 ::inference::RepositoryModelUnloadResponse*) override;
+  // Every RPC of inference.GRPCInferenceService, declared from one list:
+  // Reactor* <Rpc>(Ctx*, const inference::<Rpc>Request*, inference::<Rpc>Response*).
+#define GATESCOPE_KSERVE_RPC(Rpc) \
+  Reactor* Rpc(Ctx*, const ::inference::Rpc##Request*, ::inference::Rpc##Response*) override;
+  GATESCOPE_KSERVE_RPC(ServerLive) GATESCOPE_KSERVE_RPC(ServerReady)
+  GATESCOPE_KSERVE_RPC(ModelReady) GATESCOPE_KSERVE_RPC(ServerMetadata)
+  GATESCOPE_KSERVE_RPC(ModelMetadata) GATESCOPE_KSERVE_RPC(ModelInfer)
+  GATESCOPE_KSERVE_RPC(ModelConfig) GATESCOPE_KSERVE_RPC(ModelStatistics)
+  GATESCOPE_KSERVE_RPC(RepositoryIndex) GATESCOPE_KSERVE_RPC(RepositoryModelLoad)
+  GATESCOPE_KSERVE_RPC(RepositoryModelUnload)
+#undef GATESCOPE_KSERVE_RPC
 
  private:
+  // Answers a request about one ready model (`request.name()` at `request.version()`):
+  // NOT_FOUND, or UNAVAILABLE when it is not ready; else `fill(model)` writes the response.
+  template <typename Request, typename Fill>
+  Reactor* AboutReadyModel(Ctx* ctx, const Request& request, Fill fill) const;
   // RepositoryModelLoad/Unload: FAILED_PRECONDITION without explicit control, otherwise
   // `work` on a control thread.
   Reactor* Control(Ctx* ctx, std::function<absl::Status()> work);

@@ -1,6 +1,6 @@
 // The segmentation task through its interface: checks, the class map at the input's
 // size, the query point of an explanation, and its KServe signature.
-#include "server/tasks/segmentation_task.h"
+#include "server/tasks/task.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
