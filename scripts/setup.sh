@@ -10,6 +10,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libopencv-dev libabsl-dev prometheus-cpp-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-14 libclang-rt-14-dev dpkg-dev
   python3-numpy python3-pytest python3-grpcio python3-protobuf
   python3-pip python3-setuptools python3-wheel
   dataset-fashion-mnist mricron-data

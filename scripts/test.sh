@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite: ctest (C++ unit, integration, GPU-labelled
-# tests that skip without a device) and pytest (op library and models).
+# Sets up, builds and runs the whole test suite: ctest (C++ unit tests, GPU-labelled tests
+# that skip without a device), pytest (op library, models, and the real server and client
+# end to end), then the C++ unit tests again under ASan+UBSan and the threaded ones under
+# TSan (scripts/sanitize.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -10,4 +12,5 @@ scripts/build.sh
 status=0
 (cd build && ctest --output-on-failure -j2) || status=1
 /usr/bin/python3 -m pytest -q models/tests tests/integration || status=1
+scripts/sanitize.sh || status=1
 exit $status

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The C++ unit tests under AddressSanitizer + UndefinedBehaviorSanitizer (preset asan, in
+# build-asan/), and the threaded ones (label concurrency: batcher, model instance,
+# repository, poller) under ThreadSanitizer (preset tsan, in build-tsan/, against an
+# Abseil built with TSan by scripts/tsan_abseil.sh). Part of scripts/test.sh; usage:
+# scripts/sanitize.sh [asan] [tsan] (default both).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kinds=("$@")
+[ ${#kinds[@]} -eq 0 ] && kinds=(asan tsan)
+status=0
+for kind in "${kinds[@]}"; do
+  [ "$kind" = tsan ] && scripts/tsan_abseil.sh
+  cmake --preset "$kind" >"build.$kind.cmake.log" 2>&1 || { cat "build.$kind.cmake.log"; exit 1; }
+  cmake --build --preset "$kind" -j"$(nproc)"
+  ctest --preset "$kind" || status=1
+done
+exit $status
