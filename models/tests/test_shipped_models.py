@@ -13,7 +13,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2] / "model_repository"
 
 
 @pytest.fixture(scope="module")
-def test_split():
+def fashion_test_split():
     images, labels = fashion_mnist.load_split("t10k")
     x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1)
     return (x - fashion_mnist.MEAN) / fashion_mnist.STD, torch.from_numpy(labels.astype(np.int64))
@@ -22,7 +22,7 @@ def test_split():
 @pytest.mark.parametrize("name,min_acc", [("dgvit_fmnist", 0.89), ("vit_fmnist", 0.85),
                                           ("darvit_fmnist", 0.85), ("diffvit_fmnist", 0.85),
                                           ("deit_fmnist", 0.85), ("plug_deit_fmnist", 0.85)])
-def test_accuracy_matches_model_card(ops, test_split, name, min_acc):
+def test_accuracy_matches_model_card(ops, fashion_test_split, name, min_acc):
     path = REPO / name / "1" / "model.pt"
     assert path.stat().st_size < 20 * 2**20
     extra = {"gatescope.json": ""}
@@ -31,7 +31,7 @@ def test_accuracy_matches_model_card(ops, test_split, name, min_acc):
     assert meta["task"] == "image_classification"
     assert meta["labels"] == fashion_mnist.CLASS_NAMES
     assert meta["input"]["mean"] == [fashion_mnist.MEAN]
-    x, y = test_split
+    x, y = fashion_test_split
     with torch.no_grad():
         pred = torch.cat([model(x[i:i + 1000])["logits"].argmax(-1) for i in range(0, 10000, 1000)])
     acc = float((pred == y).float().mean())

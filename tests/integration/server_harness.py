@@ -91,6 +91,27 @@ def api_stubs(server, tmp_path_factory):
     channel.close()
 
 
+def metric_value(server, name, **labels):
+    """The current value of the Prometheus series `name`{labels} of `server`, or None."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics",
+                                  timeout=10).read().decode()
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith(name + "{") and line.split("}")[0][len(name) + 1:] == want:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def await_metric(server, name, value, timeout=60, **labels):
+    """Polls `server`'s /metrics until the series `name`{labels} equals `value` (server
+    state, not wall time, decides when a test may go on); fails after `timeout` s."""
+    deadline = time.time() + timeout
+    while metric_value(server, name, **labels) != value:
+        assert time.time() < deadline, f"{name}{labels} never reached {value}"
+        time.sleep(0.05)
+
+
 def stop_server(server):
     server.proc.send_signal(2)  # SIGINT: graceful drain
     try:

@@ -180,12 +180,23 @@ def test_concurrent_clients_get_their_own_answers(server, pngs):
         assert abs(line["score"] - alone[f]["score"]) < 1e-5
 
 
-def test_expired_deadline_is_deadline_exceeded(server, pngs):
-    # 1 ms is the shortest deadline the client takes (0 is refused as a usage error); a
-    # prediction takes several ms here, so it expires.
-    res = server.client("predict", "--model", "dgvit_fmnist", "--timeout-ms", "1",
-                        str(pngs[0][0]))
-    assert json_lines(res.stdout)[0]["error"]["code"] == "DEADLINE_EXCEEDED"
+def test_expired_deadline_is_deadline_exceeded(server, pngs, tmp_path):
+    # The model batches with a 10-minute delay, so a request with a 1 s deadline is still
+    # queued when its deadline passes, whatever the machine's speed.
+    repo = tmp_path / "repo"
+    (repo / "dgvit_fmnist" / "1").mkdir(parents=True)
+    (repo / "dgvit_fmnist" / "1" / "model.pt").symlink_to(
+        REPO / "model_repository" / "dgvit_fmnist" / "1" / "model.pt")
+    (repo / "dgvit_fmnist" / "config.pbtxt").write_text(
+        "max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: 600000000 }")
+    slow = start_server(tmp_path, repo)
+    try:
+        res = slow.client("predict", "--model", "dgvit_fmnist", "--timeout-ms", "1000",
+                          str(pngs[0][0]))
+        assert res.returncode == 2
+        assert json_lines(res.stdout)[0]["error"]["code"] == "DEADLINE_EXCEEDED"
+    finally:
+        assert stop_server(slow) == 0, slow.log()
     res = server.client("predict", "--model", "dgvit_fmnist", str(pngs[0][0]))
     assert res.returncode == 0
 
