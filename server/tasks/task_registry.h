@@ -1,10 +1,10 @@
 // The tasks the server knows, by the name a model's metadata gives (ModelConfig.task).
 //
-// Adding a task touches exactly: its implementation, server/tasks/<task>_task.cc, which
-// defines its TaskEntry; its name in the GATESCOPE_TASKS line of task_registry.cc; one
-// source line in server/tasks/CMakeLists.txt. For the command-line client: its output
-// file and one registration line (client/task_registry.cc). Frontends, batching,
-// repository and runtime stay as they are.
+// Adding a task touches exactly: its implementation, a new server/tasks/<task>_task.cc
+// (compiled because of its name) that defines its TaskEntry, and its entry's name in the
+// GATESCOPE_TASKS line of task_registry.cc. For the command-line client: a new
+// client/tasks/<task>.cc and one line in client/task_registry.cc. Frontends, batching,
+// repository, runtime and the client's commands stay as they are.
 #pragma once
 
 #include <memory>
