@@ -19,10 +19,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "server/app/server.h"
 #include "server/common/log.h"
@@ -65,16 +65,20 @@ constexpr int kUsageError = 2;
 // while parsing, rewrites that status.
 bool g_parsing = false;
 
-// Whether one of Abseil's own usage flags (--help, --helpfull, --helpon=..., ...) was
-// given, read through its flag registry.
-bool UsageFlagGiven() {
-  for (const char* name : {"help", "helpfull", "helpshort", "helppackage", "version"}) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag != nullptr && flag->CurrentValue() == "true") return true;
-  }
-  for (const char* name : {"helpon", "helpmatch"}) {
-    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag != nullptr && !flag->CurrentValue().empty()) return true;
+// Whether the command line asks for one of Abseil's own usage outputs (--help,
+// --helpfull, --helpon=..., --version, ...). Abseil's registry does not expose those flags,
+// so their names are looked for among the arguments (parsing stays Abseil's).
+bool g_usage_asked = false;
+
+bool AsksForUsage(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--")) absl::ConsumePrefix(&arg, "-");
+    for (const char* name : {"help", "helpfull", "helpshort", "helppackage", "version"}) {
+      if (arg == name) return true;
+    }
+    if (absl::StartsWith(arg, "helpon=") || absl::StartsWith(arg, "helpmatch=")) return true;
   }
   return false;
 }
@@ -83,7 +87,7 @@ void RewriteParseExit() {
   if (!g_parsing) return;
   std::fflush(stdout);
   std::fflush(stderr);
-  std::_Exit(UsageFlagGiven() ? 0 : kUsageError);
+  std::_Exit(g_usage_asked ? 0 : kUsageError);
 }
 
 // Parses flags or exits (0 after --help, 2 on any error).
@@ -98,6 +102,7 @@ void ParseFlagsOrExit(int argc, char** argv) {
     return absl::EndsWith(file, "server/main.cc");
   };
   absl::SetFlagsUsageConfig(usage);
+  g_usage_asked = AsksForUsage(argc, argv);
   std::atexit(RewriteParseExit);
   g_parsing = true;
   const std::vector<char*> rest = absl::ParseCommandLine(argc, argv);

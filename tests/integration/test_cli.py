@@ -179,3 +179,34 @@ def test_an_output_directory_that_cannot_be_made_stops_the_command(tmp_path):
     res = run(CLIENT, *P, "--model", "m", "--out", blocker / "sub", "a.png")
     assert res.returncode == 1 and res.stdout == ""
     assert "cannot create the output directory" in res.stderr
+
+
+SERVER = REPO / "build" / "server" / "gatescope-server"
+
+
+def test_server_help_lists_every_flag_with_its_default():
+    res = run(SERVER, "--help")
+    assert res.returncode == 0, res.stderr
+    for text in ["usage: gatescope-server", "--model_repository", 'default: "model_repository"',
+                 "--grpc_port", "default: 8001", "--metrics_port", "default: 8002",
+                 "--max_batch_size", "default: 16", "--model_control", 'default: "none"',
+                 "--explain_max_bytes", "default: 268435456", "--drain_seconds"]:
+        assert text in res.stdout, (text, res.stdout)
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["--grpc-port=8001"], "grpc-port"),          # a typo'd flag
+    (["--grpc_port=abc"], "grpc_port"),           # unparsable
+    (["--grpc_port=70000"], "grpc_port"),         # out of range
+    (["--metrics_port=-2"], "metrics_port"),
+    (["--max_batch_size=0"], "max_batch_size"),
+    (["--instances=65"], "instances"),
+    (["--max_queue_delay_us=-1"], "max_queue_delay"),
+    (["--model_control=sometimes"], "model_control"),
+    (["--explain_max_bytes=0"], "explain_max_bytes"),
+    (["model_repository"], "unexpected argument"),  # a stray argument
+])
+def test_server_refuses_a_bad_command_line_with_exit_2(args, reason):
+    res = run(SERVER, *args)
+    assert res.returncode == 2, (args, res.returncode, res.stderr)
+    assert reason in res.stderr, (reason, res.stderr)
