@@ -11,8 +11,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -28,9 +26,9 @@
 #include "server/common/log.h"
 
 ABSL_FLAG(std::string, model_repository, "model_repository", "Model repository root");
-ABSL_FLAG(std::string, ops_library, "",
-          "gatescope op library (.so) to load before models; empty: the one built beside this "
-          "binary (../models/ops/libgatescope_ops.so), if present");
+ABSL_FLAG(std::string, ops_library, gatescope::kAutoOpsLibrary,
+          "gatescope op library (.so) to load before models; auto: the one built beside this "
+          "binary (../models/ops/libgatescope_ops.so), if present; empty: none");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address for gRPC and metrics listeners");
 ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0 picks a free one)");
 ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one, -1 disables)");
@@ -118,12 +116,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions o;
   o.model_repository = absl::GetFlag(FLAGS_model_repository);
   o.ops_library = absl::GetFlag(FLAGS_ops_library);
-  if (o.ops_library.empty()) {
-    std::error_code ec;
-    const auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /
-                        "../models/ops/libgatescope_ops.so";
-    if (!ec && std::filesystem::exists(beside)) o.ops_library = beside.lexically_normal().string();
-  }
+  o.port_file = absl::GetFlag(FLAGS_port_file);
   o.host = absl::GetFlag(FLAGS_host);
   o.grpc_port = absl::GetFlag(FLAGS_grpc_port);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
@@ -181,13 +174,6 @@ int AwaitTerminationSignal() {
   return byte;
 }
 
-void WritePortFile(const std::string& path, const Server& server) {
-  if (path.empty()) return;
-  std::ofstream(path + ".tmp") << "grpc=" << server.grpc_port()
-                               << " metrics=" << server.metrics_port() << "\n";
-  std::rename((path + ".tmp").c_str(), path.c_str());
-}
-
 int Run() {
   absl::StatusOr<ServerOptions> options = OptionsFromFlags();
   if (!options.ok()) {
@@ -203,7 +189,6 @@ int Run() {
     GS_LOG(ERROR) << server.status();
     return 1;
   }
-  WritePortFile(absl::GetFlag(FLAGS_port_file), **server);
   std::thread waiter([&server] {
     const int sig = AwaitTerminationSignal();
     GS_LOG(INFO) << "signal " << sig << ": draining";

@@ -29,7 +29,10 @@ void InferResults::Store(size_t i, NamedTensors outputs) {
 void InferResults::Complete(size_t i, absl::Status status) {
   {
     absl::MutexLock lock(&mu_);
-    if (!status.ok() && error_.ok()) error_ = status;
+    if (!status.ok() && error_.ok()) {
+      error_ = status;
+      failed_ = true;
+    }
     if (!status.ok()) results_[i].reset();
     if (--remaining_ > 0) return;
     if (error_.ok()) {

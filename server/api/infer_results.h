@@ -2,6 +2,7 @@
 // once every example has finished. Shared by the call's jobs; thread-safe.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -27,6 +28,10 @@ class InferResults {
   // Example `i`'s outputs (batch dim removed), before its Complete.
   void Store(size_t i, NamedTensors outputs);
 
+  // True once an example has failed: the call's answer is an error, so its examples still
+  // queued need not run. Thread-safe.
+  bool failed() const { return failed_.load(); }
+
   // Example `i` has finished with `status`. The last one appends the outputs the request
   // names (all of example 0's, sorted by name, when it names none) stacked over the
   // examples, or the first error, and calls `done`. Call once per example.
@@ -42,6 +47,7 @@ class InferResults {
   std::vector<std::optional<NamedTensors>> results_ ABSL_GUARDED_BY(mu_);
   size_t remaining_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  std::atomic<bool> failed_{false};
 };
 
 }  // namespace gatescope

@@ -6,6 +6,9 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -81,10 +84,26 @@ void WireHealth(grpc::HealthCheckServiceInterface* health, ModelRepository* repo
   });
 }
 
-absl::Status StartGrpc(Server::State& s) {
-  s.inference = std::make_unique<InferenceService>(s.repository.get());
+// The op library `option` names (see ServerOptions::ops_library); empty: none.
+std::string ResolveOpsLibrary(const std::string& option) {
+  if (option != kAutoOpsLibrary) return option;
+  std::error_code ec;
+  const auto beside = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() /
+                      "../models/ops/libgatescope_ops.so";
+  return !ec && std::filesystem::exists(beside) ? beside.lexically_normal().string() : "";
+}
+
+void WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
+  if (path.empty()) return;
+  std::ofstream(path + ".tmp") << "grpc=" << grpc_port << " metrics=" << metrics_port << "\n";
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+absl::Status StartGrpc(Server::State& s, const Clock* clock) {
+  s.inference = std::make_unique<InferenceService>(s.repository.get(), clock);
   s.kserve = std::make_unique<KServeService>(
-      s.repository.get(), s.options.model_control == ServerOptions::ModelControl::kExplicit);
+      s.repository.get(), s.options.model_control == ServerOptions::ModelControl::kExplicit,
+      clock);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -110,9 +129,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                           ? options.torch_threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   at::set_num_threads(threads);
-  if (!options.ops_library.empty()) {
-    GS_RETURN_IF_ERROR(LoadOpLibrary(options.ops_library));
-    GS_LOG(INFO) << "loaded op library " << options.ops_library;
+  if (const std::string ops = ResolveOpsLibrary(options.ops_library); !ops.empty()) {
+    GS_RETURN_IF_ERROR(LoadOpLibrary(ops));
+    GS_LOG(INFO) << "loaded op library " << ops;
   }
   state->metrics = std::make_unique<ServerMetrics>(state->registry);
   GS_RETURN_IF_ERROR(StartRepository(*state, deps));
@@ -123,10 +142,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                                                  state->registry,
                                                  [metrics] { metrics->RefreshProcessGauges(); }));
   }
-  GS_RETURN_IF_ERROR(StartGrpc(*state));
-  GS_LOG(INFO) << "serving gRPC on " << options.host << ":" << state->grpc_port
-               << ", metrics on port " << (state->metrics_server ? state->metrics_server->port() : -1);
-  return std::unique_ptr<Server>(new Server(std::move(state)));
+  GS_RETURN_IF_ERROR(StartGrpc(*state, deps.clock ? deps.clock : RealClock::Get()));
+  std::unique_ptr<Server> server(new Server(std::move(state)));
+  GS_LOG(INFO) << "serving gRPC on " << options.host << ":" << server->grpc_port()
+               << ", metrics on port " << server->metrics_port();
+  WritePortFile(options.port_file, server->grpc_port(), server->metrics_port());
+  return server;
 }
 
 Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}

@@ -11,10 +11,15 @@
 
 namespace gatescope {
 
+inline constexpr char kAutoOpsLibrary[] = "auto";
+
 struct ServerOptions {
   std::string model_repository = "model_repository";
-  // Op library (.so) to load before any model; empty: none.
+  // Op library (.so) to load before any model; kAutoOpsLibrary: the one built beside the
+  // running binary (../models/ops/libgatescope_ops.so), if there is one; empty: none.
   std::string ops_library;
+  // If set, "grpc=<port> metrics=<port>" is written there (atomically) once serving.
+  std::string port_file;
   std::string host = "127.0.0.1";
   int grpc_port = 8001;     // 0 picks a free port
   int metrics_port = 8002;  // 0 picks a free port; -1 disables /metrics

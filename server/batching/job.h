@@ -20,8 +20,9 @@ class Job {
  public:
   virtual ~Job() = default;
   // Finishes the request without running it (DEADLINE_EXCEEDED, CANCELLED, UNAVAILABLE,
-  // RESOURCE_EXHAUSTED, ...). Called at most once, and never for a job handed to an
-  // Executor; may run on any thread and must not block.
+  // RESOURCE_EXHAUSTED, ...): by the scheduler for a job it will not hand to an executor,
+  // or by an executor for a job it cannot run. Called at most once, instead of running
+  // the job; may run on any thread and must not block.
   virtual void Refuse(absl::Status status) = 0;
 };
 

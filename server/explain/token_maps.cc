@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/common/status_macros.h"
 
 namespace gatescope {
 namespace {
@@ -15,7 +16,6 @@ constexpr int64_t kFloatBytes = 4, kDoubleBytes = 8;
 // and branch maps of a two-branch attention).
 constexpr int64_t kTransientMapsPerLayer = 3;
 
-at::Tensor Owned(const at::Tensor& t) { return t.to(at::kFloat).contiguous().clone(); }
 
 }  // namespace
 
@@ -113,7 +113,14 @@ at::Tensor TokenMapCollector::Selected(const at::Tensor& maps) const {
   if (!options_.attention_queries.empty()) {
     out = out.index_select(1, index(options_.attention_queries));
   }
-  return Owned(out);
+  return out;
+}
+
+absl::Status TokenMapCollector::KeepInto(std::vector<at::Tensor>& into, const at::Tensor& t) {
+  auto kept = Keep(t);
+  if (!kept.ok()) return kept.status();
+  into.push_back(*std::move(kept));
+  return absl::OkStatus();
 }
 
 bool TokenMapCollector::WantsFull(int layer) const {
@@ -129,21 +136,21 @@ absl::Status TokenMapCollector::Collect(int layer, const NamedTensors& maps) {
     if (absl::Status st = rollout_.Add(layer, *attention); !st.ok()) return st;
   }
   const bool full = WantsFull(layer);
-  if (full) out_.attention.push_back(Selected(*attention));
+  if (full) GS_RETURN_IF_ERROR(KeepInto(out_.attention, Selected(*attention)));
+  const std::vector<int64_t> grid{h, layout_.grid_h, layout_.grid_w};
   if (options_.gates) {
     auto gate = Map(maps, "gate", {h, n});
     if (!gate.ok()) return gate.status();
-    out_.gates.push_back(Owned(gate->narrow(1, 1, p).reshape({h, layout_.grid_h, layout_.grid_w})));
+    GS_RETURN_IF_ERROR(KeepInto(out_.gates, gate->narrow(1, 1, p).reshape(grid)));
   }
   if (options_.resonance) {
     auto r = Map(maps, "resonance", {h, n, n});
     if (!r.ok()) return r.status();
     auto vig = Map(maps, "vigilance", {h});
     if (!vig.ok()) return vig.status();
-    out_.resonance.push_back(
-        Owned(r->select(1, 0).narrow(1, 1, p).reshape({h, layout_.grid_h, layout_.grid_w})));
-    vigilance_rows_.push_back(Owned(*vig));
-    if (full) out_.attention_resonance.push_back(Selected(*r));
+    GS_RETURN_IF_ERROR(KeepInto(out_.resonance, r->select(1, 0).narrow(1, 1, p).reshape(grid)));
+    GS_RETURN_IF_ERROR(KeepInto(vigilance_rows_, *vig));
+    if (full) GS_RETURN_IF_ERROR(KeepInto(out_.attention_resonance, Selected(*r)));
   }
   if (options_.plug_gates) {
     auto g = Map(maps, "plug_gate", {n, n});
@@ -154,7 +161,7 @@ absl::Status TokenMapCollector::Collect(int layer, const NamedTensors& maps) {
       rows = rows.index_select(
           0, at::tensor(std::vector<int64_t>(queries.begin(), queries.end()), at::kLong));
     }
-    out_.plug_gates.push_back(Owned(rows));
+    GS_RETURN_IF_ERROR(KeepInto(out_.plug_gates, rows));
   }
   return absl::OkStatus();
 }

@@ -78,6 +78,8 @@ class TokenMapCollector final : public MapCollector {
                                  std::vector<int64_t> shape) const;
   bool WantsFull(int layer) const;
   at::Tensor Selected(const at::Tensor& maps) const;  // [H, N, N] -> [heads, queries, N]
+  // Keep(t) appended to `into`.
+  absl::Status KeepInto(std::vector<at::Tensor>& into, const at::Tensor& t);
 
   MapLayout layout_;
   ExplainOptions options_;

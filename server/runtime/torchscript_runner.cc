@@ -164,7 +164,15 @@ absl::Status TorchScriptLoader::CheckOps(const std::string& name) const {
 
 absl::StatusOr<std::unique_ptr<ModelRunner>> TorchScriptLoader::Load(
     const std::string& path, const InstanceSpec& spec) const {
-  auto device = OpenDevice(spec);
+  absl::StatusOr<std::unique_ptr<Device>> device;
+  try {
+    device = OpenDevice(spec);  // a CUDA LibTorch may throw while setting the device up
+  } catch (const c10::Error& e) {
+    return absl::UnavailableError(absl::StrCat(DeviceName(spec), " cannot be used: ",
+                                               e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(DeviceName(spec), " cannot be used: ", e.what()));
+  }
   if (!device.ok()) return device.status();
   auto runner = TorchScriptRunner::Load(path, *std::move(device));
   if (!runner.ok()) return runner.status();

@@ -8,11 +8,19 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "server/api/tensor_proto.h"
+#include "server/common/status_macros.h"
 
 namespace gatescope {
 namespace {
 
 using Params = google::protobuf::Map<std::string, ::inference::InferParameter>;
+using Kind = ::inference::InferParameter::ParameterChoiceCase;
+
+// INVALID_ARGUMENT unless the parameter holds the kind of value it is read as.
+absl::Status CheckKind(const Params::value_type& p, Kind kind, const char* what) {
+  if (p.second.parameter_choice_case() == kind) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(p.first, " parameter must be a ", what));
+}
 
 absl::Status ParseKinds(const std::string& list, ExplainOptions& o) {
   for (absl::string_view kind : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
@@ -40,6 +48,7 @@ absl::Status ParseLists(const Params& params, ExplainOptions& o) {
                             std::pair{"explain_attention_queries", &o.attention_queries}}) {
     auto p = params.find(name);
     if (p == params.end()) continue;
+    GS_RETURN_IF_ERROR(CheckKind(*p, ::inference::InferParameter::kStringParam, "string_param"));
     for (absl::string_view item : absl::StrSplit(p->second.string_param(), ',',
                                                  absl::SkipWhitespace())) {
       int value = 0;
@@ -53,16 +62,21 @@ absl::Status ParseLists(const Params& params, ExplainOptions& o) {
 }
 
 absl::Status ParseRolloutOptions(const Params& params, RolloutOptions& r) {
+  using P = ::inference::InferParameter;
   if (auto p = params.find("rollout_head_fusion"); p != params.end()) {
+    GS_RETURN_IF_ERROR(CheckKind(*p, P::kStringParam, "string_param"));
     r.head_fusion = p->second.string_param();
   }
   if (auto p = params.find("rollout_signed_maps"); p != params.end()) {
+    GS_RETURN_IF_ERROR(CheckKind(*p, P::kStringParam, "string_param"));
     r.signed_maps = p->second.string_param();
   }
   if (auto p = params.find("rollout_discard_ratio"); p != params.end()) {
+    GS_RETURN_IF_ERROR(CheckKind(*p, P::kDoubleParam, "double_param"));
     r.discard_ratio = p->second.double_param();
   }
   if (auto p = params.find("rollout_start_layer"); p != params.end()) {
+    GS_RETURN_IF_ERROR(CheckKind(*p, P::kInt64Param, "int64_param"));
     const int64_t start = p->second.int64_param();
     if (start < 0 || start > (1 << 20)) {
       return absl::InvalidArgumentError("rollout_start_layer out of range");
@@ -118,7 +132,8 @@ absl::StatusOr<std::optional<ExplainOptions>> ExplainParameters(
   }
   ExplainOptions o;
   if (it != params.end()) {
-    if (absl::Status st = ParseKinds(it->second.string_param(), o); !st.ok()) return st;
+    GS_RETURN_IF_ERROR(CheckKind(*it, ::inference::InferParameter::kStringParam, "string_param"));
+    GS_RETURN_IF_ERROR(ParseKinds(it->second.string_param(), o));
   }
   if (absl::Status st = ParseLists(params, o); !st.ok()) return st;
   if (absl::Status st = ParseRolloutOptions(params, o.rollout_options); !st.ok()) return st;

@@ -11,9 +11,8 @@
 #include "server/explain/token_maps.h"
 #include "server/postprocess/classification.h"
 #include "server/tasks/classification_explain.h"
-#include "server/tasks/image_task.h"
+#include "server/tasks/image_tasks.h"
 #include "server/tasks/task_registry.h"
-#include "server/tasks/v1_fields.h"
 
 namespace gatescope {
 namespace {
@@ -42,12 +41,8 @@ absl::Status FillClasses(const ModelConfig& config, const NamedTensors& outputs,
   return absl::OkStatus();
 }
 
-// Explain fields that belong to other tasks, and heatmap_png without what it needs.
+// heatmap_png without what it needs.
 absl::Status CheckExplainRequest(const v1::ExplainRequest& request) {
-  if (absl::Status st = RefuseDetectionFields(request); !st.ok()) return st;
-  if (request.has_query_pixel()) {
-    return absl::InvalidArgumentError("query_pixel applies to segmentation models only");
-  }
   const bool is_image = request.input_case() == v1::ExplainRequest::kImage;
   if (request.heatmap_png() && !(is_image && request.rollout())) {
     return absl::InvalidArgumentError("heatmap_png needs an image input and rollout");
@@ -64,7 +59,6 @@ class ClassificationTask final : public ImageTask {
                                          v1::PredictResponse* response) const override {
     auto k = TopKOf(request.top_k());
     if (!k.ok()) return k.status();
-    if (absl::Status st = RefuseDetectionFields(request); !st.ok()) return st;
     return JobPlan{ImageJob::Writer([this, response, k = *k](const NamedTensors& outputs, ImageSize) {
       return FillClasses(config(), outputs, k, response);
     }), std::nullopt};
@@ -142,8 +136,15 @@ absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const Ta
   return std::unique_ptr<Task>(std::make_unique<ClassificationTask>(*std::move(normalised), options));
 }
 
+std::vector<std::string> V1Fields() {
+  return {"rollout",          "rollout_options", "attention_layers", "attention_heads",
+          "attention_queries", "resonance",      "heatmap_png",      "gates",
+          "plug_gates"};
+}
+
 }  // namespace
 
-extern const TaskEntry kClassificationTask{"image_classification", Create, ExplainParameterNames};
+extern const TaskEntry kClassificationTask{"image_classification", Create, ExplainParameterNames,
+                                           V1Fields};
 
 }  // namespace gatescope

@@ -19,9 +19,8 @@
 #include "server/api/tensor_proto.h"
 #include "server/explain/detection_maps.h"
 #include "server/postprocess/detection.h"
-#include "server/tasks/image_task.h"
+#include "server/tasks/image_tasks.h"
 #include "server/tasks/task_registry.h"
-#include "server/tasks/v1_fields.h"
 
 namespace gatescope {
 namespace {
@@ -65,18 +64,6 @@ absl::Status ValidateDetection(const ModelConfig& config) {
   if (DeclaresMap(config, "plug_gate") && !strides_ok) {
     return Invalid("object_detection with plug_gate maps needs detection.level_strides "
                    "(one stride >= 1 per level)");
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckExplainRequest(const v1::ExplainRequest& r) {
-  const char* what = ClassifierExplainOption(r);
-  if (what == nullptr && r.gates()) what = "gates";
-  if (what == nullptr && r.has_query_pixel()) what = "query_pixel";
-  if (what != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " is not available for detection models (sampling points are always returned; "
-              "ask for plug_gates, score_threshold, max_detections)"));
   }
   return absl::OkStatus();
 }
@@ -186,7 +173,6 @@ class DetectionTask final : public ImageTask {
   // detection are always returned.
   absl::StatusOr<JobPlan> PlanExplanation(const v1::ExplainRequest& request,
                                           v1::ExplainResponse* response) const override {
-    if (absl::Status st = CheckExplainRequest(request); !st.ok()) return st;
     auto options = OptionsOf(config(), request);
     if (!options.ok()) return options.status();
     DetectionMapOptions map_options{request.plug_gates(), options->max_detections};
@@ -295,8 +281,10 @@ absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const Ta
 
 std::vector<std::string> Parameters() { return {"score_threshold", "max_detections"}; }
 
+std::vector<std::string> V1Fields() { return {"plug_gates", "score_threshold", "max_detections"}; }
+
 }  // namespace
 
-extern const TaskEntry kDetectionTask{"object_detection", Create, Parameters};
+extern const TaskEntry kDetectionTask{"object_detection", Create, Parameters, V1Fields};
 
 }  // namespace gatescope

@@ -4,13 +4,27 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/preprocess/image.h"
+#include "server/preprocess/image_header.h"
 
 namespace gatescope {
 namespace {
+
+// Keys of images of a model that takes them at their own size; 0 for every other model.
+uint64_t SizeKey(const InputSpec& spec, int64_t height, int64_t width) {
+  if (!spec.native_size() || height <= 0 || width <= 0) return 0;
+  return (static_cast<uint64_t>(height) << 32) ^ static_cast<uint64_t>(width);
+}
+
+uint64_t EncodedSizeKey(const InputSpec& spec, std::string_view bytes) {
+  if (!spec.native_size()) return 0;
+  const std::optional<ImageSize> declared = DeclaredImageSize(bytes);
+  return declared ? SizeKey(spec, declared->height, declared->width) : 0;
+}
 
 int64_t Product(const std::vector<int64_t>& v, size_t from) {
   int64_t p = 1;
@@ -18,7 +32,7 @@ int64_t Product(const std::vector<int64_t>& v, size_t from) {
   return p;
 }
 
-absl::StatusOr<std::vector<ImageMaker>> EncodedImages(const KServeInput& in,
+absl::StatusOr<std::vector<ImageInput>> EncodedImages(const KServeInput& in,
                                                       const InputSpec& spec) {
   const auto& shape = in.shape;
   if (!(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))) {
@@ -28,9 +42,10 @@ absl::StatusOr<std::vector<ImageMaker>> EncodedImages(const KServeInput& in,
     return InvalidInfer(absl::StrCat("BYTES input has ", in.elements.size(),
                                      " elements, shape says ", shape[0]));
   }
-  std::vector<ImageMaker> makers;
+  std::vector<ImageInput> makers;
   for (std::string_view item : in.elements) {
-    makers.push_back([item, spec](ImageSize* size) { return DecodeImage(item, spec, size); });
+    makers.push_back({[item, spec](ImageSize* size) { return DecodeImage(item, spec, size); },
+                      EncodedSizeKey(spec, item)});
   }
   return makers;
 }
@@ -61,7 +76,7 @@ absl::StatusOr<std::vector<int64_t>> BatchShape(const KServeInput& in, const Inp
   return shape;
 }
 
-absl::StatusOr<std::vector<ImageMaker>> PixelTensors(const KServeInput& in,
+absl::StatusOr<std::vector<ImageInput>> PixelTensors(const KServeInput& in,
                                                      const InputSpec& spec) {
   auto shape = BatchShape(in, spec);
   if (!shape.ok()) return shape.status();
@@ -75,22 +90,23 @@ absl::StatusOr<std::vector<ImageMaker>> PixelTensors(const KServeInput& in,
     return InvalidInfer(absl::StrCat("input has ", in.data.size(), " bytes, shape needs ", batch,
                                      " x ", example_bytes));
   }
-  std::vector<ImageMaker> makers;
+  std::vector<ImageInput> makers;
   const auto owned = in.owned;  // keeps typed contents alive for the makers
+  const uint64_t key = SizeKey(spec, (*shape)[2], (*shape)[3]);
   for (int64_t b = 0; b < batch; ++b) {
     std::string_view slice = in.data.substr(b * example_bytes, example_bytes);
     if (fp32 && !spec.any_size()) {
-      makers.push_back([slice, example, owned](ImageSize* size) -> absl::StatusOr<at::Tensor> {
+      makers.push_back({[slice, example, owned](ImageSize* size) -> absl::StatusOr<at::Tensor> {
         at::Tensor t = at::empty(example, at::kFloat);
         std::memcpy(t.data_ptr(), slice.data(), slice.size());
         if (size != nullptr) *size = {example[1], example[2]};
         return t;
-      });
+      }, key});
     } else {
       const PixelType type = fp32 ? PixelType::kFloat32 : PixelType::kUint8;
-      makers.push_back([slice, example, owned, spec, type](ImageSize* size) {
+      makers.push_back({[slice, example, owned, spec, type](ImageSize* size) {
         return PixelsToTensor(slice, type, example, spec, size);
-      });
+      }, key});
     }
   }
   return makers;
@@ -98,26 +114,30 @@ absl::StatusOr<std::vector<ImageMaker>> PixelTensors(const KServeInput& in,
 
 }  // namespace
 
-absl::StatusOr<ImageMaker> V1ImageInput(bool has_input, bool is_image, const std::string& image,
+absl::StatusOr<ImageInput> V1ImageInput(bool has_input, bool is_image, const std::string& image,
                                         const ::gatescope::v1::Tensor& tensor,
                                         const InputSpec& spec) {
   if (!has_input) return absl::InvalidArgumentError("request has no input (set image or tensor)");
   if (is_image) {
     if (image.empty()) return absl::InvalidArgumentError("image is empty");
-    return ImageMaker([&image, spec](ImageSize* size) { return DecodeImage(image, spec, size); });
+    return ImageInput{[&image, spec](ImageSize* size) { return DecodeImage(image, spec, size); },
+                      EncodedSizeKey(spec, image)};
   }
   if (tensor.dtype() != v1::Tensor::UINT8 && tensor.dtype() != v1::Tensor::FLOAT32) {
     return absl::InvalidArgumentError("tensor.dtype must be UINT8 or FLOAT32");
   }
-  return ImageMaker([&tensor, spec](ImageSize* size) {
+  const int rank = tensor.shape_size();
+  const uint64_t key =
+      rank >= 2 ? SizeKey(spec, tensor.shape(rank - 2), tensor.shape(rank - 1)) : 0;
+  return ImageInput{[&tensor, spec](ImageSize* size) {
     const std::vector<int64_t> shape(tensor.shape().begin(), tensor.shape().end());
     const PixelType type =
         tensor.dtype() == v1::Tensor::UINT8 ? PixelType::kUint8 : PixelType::kFloat32;
     return PixelsToTensor(tensor.data(), type, shape, spec, size);
-  });
+  }, key};
 }
 
-absl::StatusOr<std::vector<ImageMaker>> KServeImageInputs(const KServeInput& input,
+absl::StatusOr<std::vector<ImageInput>> KServeImageInputs(const KServeInput& input,
                                                           const InputSpec& spec) {
   if (input.datatype == "BYTES") return EncodedImages(input, spec);
   return PixelTensors(input, spec);

@@ -2,6 +2,7 @@
 // worker thread (decoding is CPU-bound and never runs on a gRPC thread).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -20,15 +21,24 @@ namespace gatescope {
 // dense outputs map back to (see DecodeImage).
 using ImageMaker = std::function<absl::StatusOr<at::Tensor>(ImageSize* size)>;
 
+// One image input: its maker and, for models that take images at their own size
+// (native_size), a key naming that size when it is known without decoding (a pixel
+// tensor's shape, or what an encoded image's header declares; 0 otherwise, and for every
+// input of a model that resizes them all to its own size).
+struct ImageInput {
+  ImageMaker make;
+  uint64_t shape_key = 0;
+};
+
 // The `image` (encoded PNG/JPEG) or `tensor` (pixels) of a gatescope.v1 request.
 // INVALID_ARGUMENT (cheap, nothing decoded) for a missing or empty input or a tensor dtype
 // other than UINT8 / FLOAT32. The maker views `image` and `tensor`, which must outlive it.
-absl::StatusOr<ImageMaker> V1ImageInput(bool has_input, bool is_image, const std::string& image,
+absl::StatusOr<ImageInput> V1ImageInput(bool has_input, bool is_image, const std::string& image,
                                         const ::gatescope::v1::Tensor& tensor,
                                         const InputSpec& spec);
 
 template <typename Request>
-absl::StatusOr<ImageMaker> V1ImageInput(const Request& request, const InputSpec& spec) {
+absl::StatusOr<ImageInput> V1ImageInput(const Request& request, const InputSpec& spec) {
   return V1ImageInput(request.input_case() != Request::INPUT_NOT_SET,
                       request.input_case() == Request::kImage, request.image(), request.tensor(),
                       spec);
@@ -43,7 +53,7 @@ absl::StatusOr<ImageMaker> V1ImageInput(const Request& request, const InputSpec&
 // are resized to the model's size and normalised like gatescope.v1 pixel tensors.
 // INVALID_ARGUMENT for anything else. The makers view `input`'s data, which must outlive
 // them.
-absl::StatusOr<std::vector<ImageMaker>> KServeImageInputs(const KServeInput& input,
+absl::StatusOr<std::vector<ImageInput>> KServeImageInputs(const KServeInput& input,
                                                           const InputSpec& spec);
 
 }  // namespace gatescope

@@ -6,9 +6,10 @@
 
 namespace gatescope {
 
-ImageJob::ImageJob(ImageMaker make, Writer write, Done done,
+ImageJob::ImageJob(ImageInput input, Writer write, Done done,
                    std::optional<Explanation> explanation)
-    : make_(std::move(make)),
+    : make_(std::move(input.make)),
+      shape_key_(input.shape_key),
       write_(std::move(write)),
       done_(std::move(done)),
       explanation_(std::move(explanation)) {}

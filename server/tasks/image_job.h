@@ -33,16 +33,18 @@ class ImageJob final : public InferenceJob {
     std::function<absl::StatusOr<std::vector<double>>(ImageSize size)> args;
   };
 
-  ImageJob(ImageMaker make, Writer write, Done done,
+  ImageJob(ImageInput input, Writer write, Done done,
            std::optional<Explanation> explanation = std::nullopt);
 
   bool explains() const override { return explanation_.has_value(); }
+  uint64_t shape_key() const override { return shape_key_; }
   absl::StatusOr<at::Tensor> Prepare() override;
   absl::StatusOr<ExplainPass> BeginExplain() override;
   void Finish(absl::StatusOr<NamedTensors> outputs) override;
 
  private:
   const ImageMaker make_;
+  const uint64_t shape_key_;
   const Writer write_;
   const Done done_;
   const std::optional<Explanation> explanation_;

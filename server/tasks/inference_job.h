@@ -3,6 +3,7 @@
 // (for explanations) BeginExplain, then Finish exactly once.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -24,6 +25,11 @@ class InferenceJob : public Job {
  public:
   // Whether this job is an explanation pass; such jobs are scheduled run_alone.
   virtual bool explains() const = 0;
+
+  // Jobs with equal keys may share a model call (e.g. images of one size for a model that
+  // takes any size); 0 when every job of the model may (or when it cannot be known before
+  // the input is decoded). Cheap; called on the gRPC thread.
+  virtual uint64_t shape_key() const { return 0; }
 
   // This request's example without the batch dimension (e.g. a decoded image [C, H, W]).
   // CPU-bound; may throw (the instance turns that into INTERNAL). On error the instance

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "server/tasks/guarded.h"
 
 namespace gatescope {
@@ -10,9 +11,14 @@ ModelInstance::ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAss
                              const Clock* clock, ExecutionObserver* observer)
     : runner_(std::move(runner)), assembly_(assembly), clock_(clock), observer_(observer) {}
 
-std::vector<ModelInstance::Prepared> ModelInstance::Prepare(
-    std::vector<std::unique_ptr<Job>> group) {
-  std::vector<Prepared> ready;
+void ModelInstance::Prepared::Finish(absl::StatusOr<NamedTensors> outputs) {
+  if (finished) return;
+  finished = true;
+  job->Finish(std::move(outputs));
+}
+
+void ModelInstance::Prepare(std::vector<std::unique_ptr<Job>> group,
+                            std::vector<Prepared>& ready) {
   for (auto& job : group) {
     std::unique_ptr<InferenceJob> inference(dynamic_cast<InferenceJob*>(job.get()));
     if (inference == nullptr) {
@@ -20,47 +26,77 @@ std::vector<ModelInstance::Prepared> ModelInstance::Prepare(
       continue;
     }
     job.release();
+    ready.push_back({std::move(inference), at::Tensor()});
+    Prepared& p = ready.back();
     absl::StatusOr<at::Tensor> example = Guarded("preparing the input", [&] {
-      return inference->Prepare();
+      return p.job->Prepare();
     });
-    if (!example.ok()) {
-      inference->Finish(example.status());
-      continue;
+    if (example.ok()) {
+      p.example = *std::move(example);
+    } else {
+      p.Finish(example.status());
     }
-    ready.push_back({std::move(inference), *std::move(example)});
   }
-  return ready;
 }
 
 void ModelInstance::Execute(std::vector<std::unique_ptr<Job>> group) {
   const absl::Time input_start = clock_->Now();
-  std::vector<Prepared> ready = Prepare(std::move(group));
-  std::vector<Prepared> predictions;
-  std::vector<Prepared> explanations;
+  std::vector<Prepared> ready;
+  ready.reserve(group.size());  // Prepared entries stay in place while jobs run
+  try {
+    Prepare(std::move(group), ready);
+    Run(ready, input_start);
+  } catch (const std::exception& e) {
+    for (Prepared& p : ready) {
+      p.Finish(absl::InternalError(absl::StrCat("model instance failed: ", e.what())));
+    }
+  }
+}
+
+void ModelInstance::Run(std::vector<Prepared>& ready, absl::Time input_start) {
+  std::vector<Prepared*> predictions, explanations;
   for (Prepared& p : ready) {
-    (p.job->explains() ? explanations : predictions).push_back(std::move(p));
+    if (!p.finished) (p.job->explains() ? explanations : predictions).push_back(&p);
   }
   // Preparation time is shared out over the prepared jobs.
   const size_t prepared = ready.size();
   const absl::Duration per_job =
       prepared == 0 ? absl::ZeroDuration() : (clock_->Now() - input_start) / prepared;
   RunPredictions(predictions, per_job);
-  for (Prepared& one : explanations) RunExplanation(one, per_job);
+  for (Prepared* one : explanations) RunExplanation(*one, per_job);
 }
 
-void ModelInstance::RunPredictions(std::vector<Prepared>& jobs, absl::Duration input_time) {
+void ModelInstance::RunPredictions(const std::vector<Prepared*>& jobs,
+                                   absl::Duration input_time) {
   if (jobs.empty()) return;
   std::vector<at::Tensor> examples;
-  for (const Prepared& p : jobs) examples.push_back(p.example);
+  for (const Prepared* p : jobs) examples.push_back(p->example);
   auto batches = Guarded("gathering the batch", [&] { return assembly_->Gather(examples); });
+  if (batches.ok()) batches = CheckCoverage(*std::move(batches), jobs.size());
   if (!batches.ok()) {
-    for (Prepared& p : jobs) p.job->Finish(batches.status());
+    for (Prepared* p : jobs) p->Finish(batches.status());
     return;
   }
   for (GatheredBatch& batch : *batches) RunBatch(jobs, batch, input_time);
 }
 
-void ModelInstance::RunBatch(std::vector<Prepared>& jobs, GatheredBatch& batch,
+absl::StatusOr<std::vector<GatheredBatch>> ModelInstance::CheckCoverage(
+    std::vector<GatheredBatch> batches, size_t examples) {
+  std::vector<int> seen(examples, 0);
+  for (const GatheredBatch& batch : batches) {
+    for (size_t member : batch.members) {
+      if (member >= examples || seen[member]++ > 0) {
+        return absl::InternalError("the task's gather repeated or invented an example");
+      }
+    }
+  }
+  for (int count : seen) {
+    if (count == 0) return absl::InternalError("the task's gather lost an example");
+  }
+  return batches;
+}
+
+void ModelInstance::RunBatch(const std::vector<Prepared*>& jobs, GatheredBatch& batch,
                              absl::Duration input_time) {
   const absl::Time infer_start = clock_->Now();
   absl::StatusOr<NamedTensors> outputs = Guarded("model", [&] {
@@ -73,14 +109,19 @@ void ModelInstance::RunBatch(std::vector<Prepared>& jobs, GatheredBatch& batch,
     return;
   }
   const absl::Time output_start = clock_->Now();
-  if (observer_ && outputs.ok()) observer_->Outputs(*outputs);
+  if (observer_ && outputs.ok()) {
+    Guarded("observing the outputs", [&] {
+      observer_->Outputs(*outputs);
+      return absl::OkStatus();
+    }).IgnoreError();  // statistics only: the requests still get their answers
+  }
   std::vector<absl::StatusOr<NamedTensors>> slices;
   for (size_t i = 0; i < batch.members.size(); ++i) {
     if (!outputs.ok()) {
       slices.push_back(outputs.status());
       continue;
     }
-    const at::Tensor& example = jobs[batch.members[i]].example;
+    const at::Tensor& example = jobs[batch.members[i]]->example;
     slices.push_back(Guarded("scattering the outputs", [&] {
       return assembly_->Scatter(*outputs, static_cast<int64_t>(i), example);
     }));
@@ -93,19 +134,20 @@ void ModelInstance::RunBatch(std::vector<Prepared>& jobs, GatheredBatch& batch,
                         clock_->Now() - output_start);
   }
   for (size_t i = 0; i < batch.members.size(); ++i) {
-    jobs[batch.members[i]].job->Finish(std::move(slices[i]));
+    jobs[batch.members[i]]->Finish(std::move(slices[i]));
   }
 }
 
-void ModelInstance::RunOneByOne(std::vector<Prepared>& jobs, const GatheredBatch& batch,
+void ModelInstance::RunOneByOne(const std::vector<Prepared*>& jobs, const GatheredBatch& batch,
                                 absl::Duration input_time) {
   for (size_t member : batch.members) {
     auto single = Guarded("gathering the batch", [&] {
-      return assembly_->Gather({jobs[member].example});
+      return assembly_->Gather({jobs[member]->example});
     });
+    if (single.ok()) single = CheckCoverage(*std::move(single), 1);
     if (!single.ok() || single->size() != 1) {
-      jobs[member].job->Finish(single.ok() ? absl::InternalError("gather split one example")
-                                           : single.status());
+      jobs[member]->Finish(single.ok() ? absl::InternalError("gather split one example")
+                                       : single.status());
       continue;
     }
     GatheredBatch one = std::move(single->front());
@@ -119,12 +161,13 @@ void ModelInstance::RunExplanation(Prepared& one, absl::Duration input_time) {
     return one.job->BeginExplain();
   });
   if (!pass.ok()) {
-    one.job->Finish(pass.status());
+    one.Finish(pass.status());
     return;
   }
   const absl::Time infer_start = clock_->Now();
   absl::StatusOr<NamedTensors> outputs = Guarded("explain", [&]() -> absl::StatusOr<NamedTensors> {
     auto batches = assembly_->Gather({one.example});
+    if (batches.ok()) batches = CheckCoverage(*std::move(batches), 1);
     if (!batches.ok()) return batches.status();
     auto visit = [&pass](int layer, const NamedTensors& maps) {
       NamedTensors mine;
@@ -138,7 +181,7 @@ void ModelInstance::RunExplanation(Prepared& one, absl::Duration input_time) {
   if (observer_ && outputs.ok()) {
     observer_->Executed(1, input_time, clock_->Now() - infer_start, absl::ZeroDuration());
   }
-  one.job->Finish(std::move(outputs));
+  one.Finish(std::move(outputs));
 }
 
 }  // namespace gatescope

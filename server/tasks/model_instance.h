@@ -26,21 +26,30 @@ class ModelInstance final : public Executor {
   // Jobs must be InferenceJobs (others are refused with INTERNAL). A job whose Prepare
   // fails finishes alone. A model call that fails with INVALID_ARGUMENT (the model
   // rejected an input) is retried one example at a time, so only the offending requests
-  // fail; any other failure fails every job of the call. Every job is finished before this
-  // returns; nothing thrown escapes.
+  // fail; any other failure fails every job of the call. Every job is finished exactly
+  // once before this returns, whatever throws (a job left over then gets INTERNAL), and
+  // nothing thrown escapes.
   void Execute(std::vector<std::unique_ptr<Job>> group) override;
 
  private:
+  // A prepared job; finishing goes through it so that it happens once.
   struct Prepared {
     std::unique_ptr<InferenceJob> job;
     at::Tensor example;
+    bool finished = false;
+    void Finish(absl::StatusOr<NamedTensors> outputs);
   };
-  std::vector<Prepared> Prepare(std::vector<std::unique_ptr<Job>> group);
+  void Prepare(std::vector<std::unique_ptr<Job>> group, std::vector<Prepared>& ready);
+  void Run(std::vector<Prepared>& ready, absl::Time input_start);
   void RunExplanation(Prepared& one, absl::Duration input_time);
-  void RunPredictions(std::vector<Prepared>& jobs, absl::Duration input_time);
-  void RunBatch(std::vector<Prepared>& jobs, GatheredBatch& batch, absl::Duration input_time);
-  void RunOneByOne(std::vector<Prepared>& jobs, const GatheredBatch& batch,
+  void RunPredictions(const std::vector<Prepared*>& jobs, absl::Duration input_time);
+  void RunBatch(const std::vector<Prepared*>& jobs, GatheredBatch& batch,
+                absl::Duration input_time);
+  void RunOneByOne(const std::vector<Prepared*>& jobs, const GatheredBatch& batch,
                    absl::Duration input_time);
+  // `batches` when they carry each of `examples` exactly once; INTERNAL otherwise.
+  static absl::StatusOr<std::vector<GatheredBatch>> CheckCoverage(
+      std::vector<GatheredBatch> batches, size_t examples);
 
   const std::unique_ptr<ModelRunner> runner_;
   const BatchAssembly* const assembly_;

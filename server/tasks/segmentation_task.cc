@@ -10,24 +10,15 @@
 #include "server/api/tensor_proto.h"
 #include "server/explain/dense_maps.h"
 #include "server/postprocess/segmentation.h"
-#include "server/tasks/image_task.h"
+#include "server/tasks/image_tasks.h"
 #include "server/tasks/task_registry.h"
-#include "server/tasks/v1_fields.h"
 
 namespace gatescope {
 namespace {
 
 constexpr char kMaskOutput[] = "mask";
 
-// Takes gates and query_pixel; the other tasks' options are INVALID_ARGUMENT.
 absl::Status CheckExplainRequest(const v1::ExplainRequest& r) {
-  if (absl::Status st = RefuseDetectionFields(r); !st.ok()) return st;
-  const char* what = ClassifierExplainOption(r);
-  if (what == nullptr && r.plug_gates()) what = "plug_gates";
-  if (what != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " is not available for segmentation models (ask for gates and/or query_pixel)"));
-  }
   if (r.has_query_pixel() && (r.query_pixel().y() < 0 || r.query_pixel().x() < 0)) {
     return absl::InvalidArgumentError("query_pixel must not be negative");
   }
@@ -85,7 +76,6 @@ class SegmentationTask final : public ImageTask {
   absl::StatusOr<JobPlan> PlanPrediction(const v1::PredictRequest& request,
                                          v1::PredictResponse* response) const override {
     if (request.top_k() < 0) return absl::InvalidArgumentError("top_k must be >= 0");
-    if (absl::Status st = RefuseDetectionFields(request); !st.ok()) return st;
     SegmentationOptions options = classes_;
     options.png = request.mask_png();
     options.probabilities = request.class_probabilities();
@@ -177,8 +167,10 @@ absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const Ta
 
 std::vector<std::string> NoParameters() { return {}; }
 
+std::vector<std::string> V1Fields() { return {"gates", "query_pixel"}; }
+
 }  // namespace
 
-extern const TaskEntry kSegmentationTask{"image_segmentation", Create, NoParameters};
+extern const TaskEntry kSegmentationTask{"image_segmentation", Create, NoParameters, V1Fields};
 
 }  // namespace gatescope

@@ -48,4 +48,41 @@ absl::Status RefuseOtherTasksParameters(const ::inference::ModelInferRequest& re
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether `task` lists the v1 field `name`, and which task first lists it.
+bool Lists(const TaskEntry& entry, const std::string& name) {
+  for (const std::string& f : entry.v1_fields()) {
+    if (f == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::Status RefuseOtherTasksFields(const google::protobuf::Message& request,
+                                    absl::string_view task) {
+  const TaskEntry* own = nullptr;
+  for (const TaskEntry* entry : kTasks) {
+    if (entry->name == task) own = entry;
+  }
+  std::vector<const google::protobuf::FieldDescriptor*> set;
+  request.GetReflection()->ListFields(request, &set);
+  for (const auto* field : set) {
+    if (field->type() == google::protobuf::FieldDescriptor::TYPE_MESSAGE && !field->is_repeated() &&
+        request.GetReflection()->GetMessage(request, field).ByteSizeLong() == 0) {
+      continue;  // present but all defaults, e.g. an empty rollout_options
+    }
+    if (own != nullptr && Lists(*own, field->name())) continue;
+    for (const TaskEntry* entry : kTasks) {
+      if (entry != own && Lists(*entry, field->name())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "field '", field->name(), "' applies to ", entry->name, " models, not to ", task,
+            " models"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace gatescope

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
 #include "inference/grpc_service.pb.h"
 #include "server/tasks/task.h"
 
@@ -27,6 +28,10 @@ struct TaskEntry {
                                                   const TaskOptions& options);
   // The KServe request parameters it takes (other tasks refuse them).
   std::vector<std::string> (*parameters)();
+  // The gatescope.v1 request fields (by proto name) it takes that not every task takes;
+  // a task that does not list a field another task lists refuses it. Fields no task lists
+  // (input, model, top_k, ...) are every task's.
+  std::vector<std::string> (*v1_fields)();
 };
 
 // The task `config.task` names (an unknown task: INVALID_ARGUMENT listing the known ones).
@@ -37,5 +42,11 @@ absl::StatusOr<std::unique_ptr<Task>> CreateTask(const ModelConfig& config,
 // (e.g. max_detections on a classifier).
 absl::Status RefuseOtherTasksParameters(const ::inference::ModelInferRequest& request,
                                         absl::string_view task);
+
+// INVALID_ARGUMENT when the gatescope.v1 `request` (PredictRequest, ExplainRequest) sets a
+// field that other tasks list and `task` does not (e.g. query_pixel on a classifier). A
+// message field counts as set when it holds a value other than its defaults.
+absl::Status RefuseOtherTasksFields(const google::protobuf::Message& request,
+                                    absl::string_view task);
 
 }  // namespace gatescope

@@ -43,6 +43,7 @@ class FakeClock : public Clock {
     mu.Lock();
     auto woken = [&condition, &waiter] { return waiter->fired.load() || condition.Eval(); };
     mu.Await(absl::Condition(&woken));
+    waiter->done = true;  // no longer waiting, though still listed until it leaves below
     mu.Unlock();
     {
       absl::MutexLock lock(&waiters_mu_);
@@ -71,13 +72,16 @@ class FakeClock : public Clock {
     }
   }
 
-  // Blocks until at least `n` threads wait on this clock with a deadline it has not
-  // reached: a test advances time only once the code under test waits.
+  // Blocks until at least `n` threads wait on this clock for a (finite) deadline it has not
+  // reached: a test advances time only once the code under test waits for time. Waits
+  // with no deadline (only for their condition) do not count.
   void AwaitWaiters(int n) const {
     absl::MutexLock lock(&waiters_mu_);
     auto enough = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(waiters_mu_) {
       int pending = 0;
-      for (const auto& w : waiters_) pending += w->fired.load() ? 0 : 1;
+      for (const auto& w : waiters_) {
+        pending += !w->fired.load() && !w->done.load() && w->deadline != absl::InfiniteFuture();
+      }
       return pending >= n;
     };
     waiters_mu_.Await(absl::Condition(&enough));
@@ -87,7 +91,8 @@ class FakeClock : public Clock {
   struct Waiter {
     absl::Mutex* mu = nullptr;
     absl::Time deadline;
-    std::atomic<bool> fired{false};
+    std::atomic<bool> fired{false};  // the clock reached its deadline
+    std::atomic<bool> done{false};   // it has stopped waiting
   };
 
   mutable absl::Mutex time_mu_;

@@ -67,6 +67,7 @@ class FakeLoader : public ModelLoader {
   std::set<std::string> ops_ ABSL_GUARDED_BY(mu_) = {"gatescope"};
   int gpus_ ABSL_GUARDED_BY(mu_) = 0;
   mutable int loads_ ABSL_GUARDED_BY(mu_) = 0;
+
 };
 
 }  // namespace gatescope::testing

@@ -13,7 +13,7 @@ grpc::ServerUnaryReactor* InferenceService::Serve(grpc::CallbackServerContext* c
                                                   MakeJob make_job) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto call = BeginModelCall(reactor, *repository_, request.model_name(), request.model_version(),
-                             shutting_down_.load());
+                             shutting_down_.load(), clock_);
   if (!call) return reactor;
   if (!scheduling.ok()) {
     call->Finish(scheduling.status());

@@ -13,8 +13,10 @@ namespace gatescope {
 
 class InferenceService final : public ::gatescope::v1::Inference::CallbackService {
  public:
-  // `repository` is not owned and must outlive the gRPC server.
-  explicit InferenceService(const ModelRepository* repository) : repository_(repository) {}
+  // `repository` and `clock` (call latencies) are not owned and must outlive the gRPC
+  // server.
+  InferenceService(const ModelRepository* repository, const Clock* clock)
+      : repository_(repository), clock_(clock) {}
 
   // After this, new Predict and Explain calls get UNAVAILABLE (graceful drain).
   // Thread-safe.
@@ -41,6 +43,7 @@ class InferenceService final : public ::gatescope::v1::Inference::CallbackServic
                                   const absl::StatusOr<Scheduling>& scheduling, MakeJob make_job);
 
   const ModelRepository* repository_;
+  const Clock* const clock_;
   std::atomic<bool> shutting_down_{false};
 };
 

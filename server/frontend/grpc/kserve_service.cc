@@ -18,8 +18,9 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
   return reactor;
 }
 
-KServeService::KServeService(ModelRepository* repository, bool explicit_control)
-    : repository_(repository), model_control_(explicit_control) {}
+KServeService::KServeService(ModelRepository* repository, bool explicit_control,
+                             const Clock* clock)
+    : repository_(repository), model_control_(explicit_control), clock_(clock) {}
 
 KServeService::~KServeService() {
   absl::MutexLock lock(&threads_mu_);
@@ -64,7 +65,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
                                                     kv::ModelInferResponse* response) {
   auto* reactor = ctx->DefaultReactor();
   auto call = BeginModelCall(reactor, *repository_, request->model_name(),
-                             request->model_version(), shutting_down_.load());
+                             request->model_version(), shutting_down_.load(), clock_);
   if (!call) return reactor;
   absl::StatusOr<Scheduling> scheduling = SchedulingOf(*request);
   if (!scheduling.ok()) {
@@ -76,12 +77,21 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
   response->set_id(request->id());
   auto results = std::make_shared<InferResults>(request, response, call->Done());
   auto jobs = call->task().Infer(*request, results);
+  const int max_batch = call->model->plan.batching.max_batch_size;
+  if (jobs.ok() && static_cast<int64_t>(jobs->size()) > max_batch) {
+    jobs = absl::InvalidArgumentError(absl::StrCat("ModelInfer: a batch of ", jobs->size(),
+                                                   " examples exceeds the model's max_batch_size ",
+                                                   max_batch));
+  }
   if (!jobs.ok()) {
     call->Finish(jobs.status());
     return reactor;
   }
+  // Once an example has failed, the call's answer is that error: queued examples are
+  // refused (as cancelled) rather than run.
+  auto abandoned = [results] { return results->failed(); };
   for (size_t i = 0; i < jobs->size(); ++i) {
-    absl::Status st = Submit(*call, ctx, std::move((*jobs)[i]), *scheduling);
+    absl::Status st = Submit(*call, ctx, std::move((*jobs)[i]), *scheduling, abandoned);
     if (!st.ok()) {
       // Job i was refused; the rest never run, and the call still finishes exactly once.
       for (size_t j = i + 1; j < jobs->size(); ++j) (*jobs)[j]->Refuse(st);

@@ -14,6 +14,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/common/clock.h"
 #include "server/repository/model_repository.h"
 
 namespace gatescope {
@@ -23,9 +24,10 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 
 class KServeService final : public ::inference::GRPCInferenceService::CallbackService {
  public:
-  // `repository` is not owned and must outlive this service. `explicit_control` allows
-  // RepositoryModelLoad/Unload (not with repository polling, which owns the model set).
-  KServeService(ModelRepository* repository, bool explicit_control);
+  // `repository` and `clock` (call latencies) are not owned and must outlive this service.
+  // `explicit_control` allows RepositoryModelLoad/Unload (not with repository polling,
+  // which owns the model set).
+  KServeService(ModelRepository* repository, bool explicit_control, const Clock* clock);
   // Joins repository-control threads still running.
   ~KServeService() override;
 
@@ -65,6 +67,7 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
 
   ModelRepository* const repository_;
   const bool model_control_;
+  const Clock* const clock_;
   std::atomic<bool> shutting_down_{false};
   absl::Mutex threads_mu_;
   std::vector<ControlThread> threads_ ABSL_GUARDED_BY(threads_mu_);

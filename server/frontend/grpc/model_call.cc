@@ -7,8 +7,8 @@
 namespace gatescope {
 
 void ModelCall::Finish(const absl::Status& status) const {
-  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  model->metrics->RecordRequest(StatusCodeName(status.code()), took.count());
+  const double took = absl::ToDoubleSeconds(clock->Now() - start);
+  model->metrics->RecordRequest(StatusCodeName(status.code()), took);
   reactor->Finish(ToGrpcStatus(status));
 }
 
@@ -19,13 +19,13 @@ CallDone ModelCall::Done() const {
 std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
                                         const ModelRepository& repository,
                                         const std::string& name, const std::string& version,
-                                        bool shutting_down) {
+                                        bool shutting_down, const Clock* clock) {
   auto found = repository.Find(name, version);
   if (!found.ok()) {
     reactor->Finish(ToGrpcStatus(found.status()));
     return std::nullopt;
   }
-  ModelCall call{reactor, *std::move(found), std::chrono::steady_clock::now()};
+  ModelCall call{reactor, *std::move(found), clock, clock->Now()};
   if (shutting_down) {
     call.Finish(absl::UnavailableError("server is shutting down"));
     return std::nullopt;
@@ -40,11 +40,15 @@ std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
 }
 
 absl::Status Submit(const ModelCall& call, grpc::CallbackServerContext* context,
-                    std::unique_ptr<InferenceJob> job, const Scheduling& scheduling) {
+                    std::unique_ptr<InferenceJob> job, const Scheduling& scheduling,
+                    std::function<bool()> abandoned) {
   WorkItem item;
   item.run_alone = job->explains();
+  item.shape_key = job->shape_key();
   item.job = std::move(job);
-  item.cancelled = [context] { return context->IsCancelled(); };
+  item.cancelled = [context, abandoned = std::move(abandoned)] {
+    return context->IsCancelled() || (abandoned && abandoned());
+  };
   const auto deadline = context->deadline();
   if (deadline != std::chrono::system_clock::time_point::max()) {
     item.deadline = absl::FromChrono(deadline);

@@ -5,12 +5,13 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "server/api/request_scheduling.h"
+#include "server/common/clock.h"
 #include "server/repository/model_repository.h"
 #include "server/tasks/inference_job.h"
 #include "server/tasks/task.h"
@@ -22,7 +23,8 @@ namespace gatescope {
 struct ModelCall {
   grpc::ServerUnaryReactor* reactor;
   std::shared_ptr<ServedModel> model;
-  std::chrono::steady_clock::time_point start;
+  const Clock* clock;  // measures the call's latency; outlives the call
+  absl::Time start;
 
   // Records the outcome in the model's metrics and finishes the reactor. Call once.
   void Finish(const absl::Status& status) const;
@@ -36,13 +38,15 @@ struct ModelCall {
 std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
                                         const ModelRepository& repository,
                                         const std::string& name, const std::string& version,
-                                        bool shutting_down);
+                                        bool shutting_down, const Clock* clock);
 
 // Queues `job` on the call's model, honouring the call's gRPC deadline and cancellation
-// and `scheduling`. If the queue refuses it (RESOURCE_EXHAUSTED, UNAVAILABLE,
-// INVALID_ARGUMENT priority), the job has already been refused with that status, which
-// is returned. `context` must outlive the job (it does: the call ends in the job's done).
+// (or `abandoned`, when set, saying the call no longer needs the job) and `scheduling`. If
+// the queue refuses it (RESOURCE_EXHAUSTED, UNAVAILABLE, INVALID_ARGUMENT priority), the
+// job has already been refused with that status, which is returned. `context` must outlive
+// the job (it does: the call ends in the job's done).
 absl::Status Submit(const ModelCall& call, grpc::CallbackServerContext* context,
-                    std::unique_ptr<InferenceJob> job, const Scheduling& scheduling);
+                    std::unique_ptr<InferenceJob> job, const Scheduling& scheduling,
+                    std::function<bool()> abandoned = nullptr);
 
 }  // namespace gatescope

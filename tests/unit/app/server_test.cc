@@ -137,5 +137,32 @@ TEST_F(ServerTest, RefusesBadOptionsAndAMissingRepository) {
   EXPECT_EQ(Server::Start(ops, {&loader_, nullptr}).status().code(), absl::StatusCode::kNotFound);
 }
 
+// A KServe request of `batch` UINT8 [1, 2, 2] examples for model `name`.
+::inference::ModelInferRequest Examples(const std::string& name, int batch) {
+  ::inference::ModelInferRequest r;
+  r.set_model_name(name);
+  auto* in = r.add_inputs();
+  in->set_name("input");
+  in->set_datatype("UINT8");
+  for (int64_t d : {int64_t{batch}, int64_t{1}, int64_t{2}, int64_t{2}}) in->add_shape(d);
+  r.add_raw_input_contents(std::string(static_cast<size_t>(4 * batch), '\1'));
+  return r;
+}
+
+TEST_F(ServerTest, KServeBatchesBeyondTheModelsMaxBatchSizeAreRefused) {
+  AddModel("small", "max_batch_size: 2");
+  auto server = Server::Start(Options(), {&loader_, nullptr});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto kserve = ::inference::GRPCInferenceService::NewStub(Connect((*server)->grpc_port()));
+  ::inference::ModelInferResponse out;
+  auto two = Examples("small", 2);
+  ASSERT_TRUE(WithDeadline([&](auto* c) { return kserve->ModelInfer(c, two, &out); }).ok());
+  EXPECT_EQ(out.outputs(0).shape(0), 2);
+  auto three = Examples("small", 3);
+  const grpc::Status st = WithDeadline([&](auto* c) { return kserve->ModelInfer(c, three, &out); });
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("max_batch_size 2"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gatescope

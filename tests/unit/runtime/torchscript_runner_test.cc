@@ -120,5 +120,48 @@ TEST_F(TorchScriptRunnerTest, OpLibrariesAndDevicesAreChecked) {
   }
 }
 
+// A Device that records the order of its calls (a GPU's scope, staging and copy-back are
+// what a CUDA device does; here the tensors stay on the CPU).
+class RecordingDevice final : public Device {
+ public:
+  explicit RecordingDevice(std::vector<std::string>* log) : log_(log) {}
+  c10::Device torch_device() const override { return c10::Device(c10::kCPU); }
+  std::unique_ptr<DeviceScope> Enter() override {
+    log_->push_back("enter");
+    return std::make_unique<Scope>(log_);
+  }
+  ModelInputs CopyIn(const ModelInputs& inputs) override {
+    log_->push_back("in");
+    return inputs;
+  }
+  NamedTensors CopyOut(const NamedTensors& tensors) override {
+    log_->push_back("out");
+    return tensors;
+  }
+
+ private:
+  struct Scope final : DeviceScope {
+    explicit Scope(std::vector<std::string>* log) : log(log) {}
+    ~Scope() override { log->push_back("leave"); }
+    std::vector<std::string>* log;
+  };
+  std::vector<std::string>* const log_;
+};
+
+TEST_F(TorchScriptRunnerTest, EveryCallRunsInsideItsDeviceScopeWithCopiesInAndOut) {
+  std::vector<std::string> log;
+  auto runner = TorchScriptRunner::Load((dir_ / "model.pt").string(),
+                                        std::make_unique<RecordingDevice>(&log));
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  ASSERT_TRUE((*runner)->Predict({at::ones({2, 2})}).ok());
+  EXPECT_EQ(log, (std::vector<std::string>{"enter", "in", "out", "leave"}));
+  log.clear();
+  ASSERT_TRUE((*runner)->Explain({at::ones({1, 2})}, 2, {}, [](int, const NamedTensors&) {
+    return absl::OkStatus();
+  }).ok());
+  // Each layer's maps come back before they are visited, and the final outputs last.
+  EXPECT_EQ(log, (std::vector<std::string>{"enter", "in", "out", "out", "out", "leave"}));
+}
+
 }  // namespace
 }  // namespace gatescope

@@ -112,6 +112,43 @@ TEST(KServeInferTest, RequestsAreCheckedBeforeAnyJobExists) {
   check(*tiny, cap, absl::StatusCode::kResourceExhausted);
 }
 
+TEST(KServeInferTest, ExplanationsOfAllExamplesShareOneByteBudget) {
+  // A rollout of this classifier holds 180 bytes: one example fits a 200-byte cap, three
+  // together (the call keeps every example's maps until the last finishes) do not.
+  auto task = TaskFrom(kClassifier, /*explain_max_bytes=*/200);
+  kv::ModelInferResponse response;
+  for (int batch : {1, 3}) {
+    kv::ModelInferRequest request = Pixels(batch, 2, 2);
+    (*request.mutable_parameters())["explain"].set_string_param("rollout");
+    auto results = std::make_shared<InferResults>(&request, &response, nullptr);
+    auto jobs = task->Infer(request, results);
+    if (batch == 1) {
+      EXPECT_TRUE(jobs.ok()) << jobs.status();
+    } else {
+      EXPECT_EQ(jobs.status().code(), absl::StatusCode::kResourceExhausted);
+      EXPECT_NE(jobs.status().message().find("3 examples"), absl::string_view::npos);
+    }
+  }
+}
+
+TEST(KServeInferTest, ACallKnowsAtOnceThatAnExampleFailed) {
+  auto task = TaskFrom(kClassifier);
+  kv::ModelInferRequest request = Pixels(2, 2, 2);
+  kv::ModelInferResponse response;
+  Outcome outcome;
+  auto results = std::make_shared<InferResults>(&request, &response, outcome.Done());
+  auto jobs = *task->Infer(request, results);
+  EXPECT_FALSE(results->failed());
+  jobs[1]->Refuse(absl::ResourceExhaustedError("queue full"));
+  // Queued examples of the call can now be dropped (the frontend refuses them as
+  // cancelled); the call finishes once the last example is accounted for.
+  EXPECT_TRUE(results->failed());
+  EXPECT_EQ(outcome.calls, 0);
+  jobs[0]->Refuse(absl::CancelledError("call failed"));
+  EXPECT_EQ(outcome.calls, 1);
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST(KServeInferTest, DetectorsAddPaddedDetections) {
   auto task = TaskFrom(kDetector);
   kv::ModelInferRequest request = Pixels(1, 8, 8);

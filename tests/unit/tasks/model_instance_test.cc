@@ -171,6 +171,56 @@ TEST_F(ModelInstanceTest, ExplanationsRunAloneWithArgumentsComputedAfterPrepare)
   EXPECT_EQ(results.by_index[2]->at("logits").dim(), 1);  // the batch dim is removed
 }
 
+// Gathers like `inner` but loses the last example: a broken task.
+class LossyAssembly : public BatchAssembly {
+ public:
+  explicit LossyAssembly(const BatchAssembly* inner) : inner_(inner) {}
+  absl::StatusOr<std::vector<GatheredBatch>> Gather(
+      const std::vector<at::Tensor>& examples) const override {
+    auto batches = inner_->Gather(examples);
+    if (batches.ok() && examples.size() > 1) batches->back().members.pop_back();
+    return batches;
+  }
+  absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
+                                       const at::Tensor& example) const override {
+    return inner_->Scatter(outputs, position, example);
+  }
+
+ private:
+  const BatchAssembly* const inner_;
+};
+
+TEST_F(ModelInstanceTest, AGatherThatLosesAnExampleFailsEveryJobOnceInsteadOfStrandingOne) {
+  LossyAssembly lossy(task_.get());
+  ModelInstance instance(std::make_unique<FakeRunner>(), &lossy, &clock_, nullptr);
+  Results results(2);
+  std::vector<std::unique_ptr<Job>> group;
+  group.push_back(TensorJob::Filled(0, &results, 1.f));
+  group.push_back(TensorJob::Filled(1, &results, 1.f));
+  instance.Execute(std::move(group));
+  absl::MutexLock l(&results.mu);
+  EXPECT_EQ(results.finished, 2);
+  EXPECT_EQ(results.by_index[0].status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInternal);
+}
+
+TEST_F(ModelInstanceTest, AThrowingObserverDoesNotCostTheRequestsTheirAnswers) {
+  struct Throwing : ExecutionObserver {
+    void Executed(int, absl::Duration, absl::Duration, absl::Duration) override {}
+    void Outputs(const NamedTensors&) override { throw std::runtime_error("statistics broke"); }
+  } observer;
+  ModelInstance instance(std::make_unique<FakeRunner>(), task_.get(), &clock_, &observer);
+  Results results(2);
+  std::vector<std::unique_ptr<Job>> group;
+  group.push_back(TensorJob::Filled(0, &results, 1.f));
+  group.push_back(TensorJob::Filled(1, &results, 2.f));
+  instance.Execute(std::move(group));
+  absl::MutexLock l(&results.mu);
+  EXPECT_EQ(results.finished, 2);
+  ASSERT_TRUE(results.by_index[1].ok());
+  EXPECT_FLOAT_EQ(results.by_index[1]->at("logits")[0].item<float>(), 8.f);
+}
+
 TEST_F(ModelInstanceTest, JobsOtherThanInferenceJobsAreRefused) {
   struct Other : Job {
     absl::Status* got;

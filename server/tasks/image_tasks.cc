@@ -1,4 +1,4 @@
-#include "server/tasks/image_task.h"
+#include "server/tasks/image_tasks.h"
 
 #include <ATen/ATen.h>
 
@@ -12,7 +12,7 @@ namespace gatescope {
 namespace {
 
 // Example `i`'s job: its forward() outputs, extended, go to slot i of `results`.
-std::unique_ptr<InferenceJob> KServeJob(ImageMaker make, size_t i,
+std::unique_ptr<InferenceJob> KServeJob(ImageInput input, size_t i,
                                         const std::shared_ptr<InferResults>& results,
                                         ImageTask::ExampleWork work) {
   auto write = [results, i, extend = std::move(work.extend)](const NamedTensors& outputs,
@@ -25,7 +25,7 @@ std::unique_ptr<InferenceJob> KServeJob(ImageMaker make, size_t i,
     return absl::OkStatus();
   };
   auto done = [results, i](absl::Status status) { results->Complete(i, std::move(status)); };
-  return std::make_unique<ImageJob>(std::move(make), std::move(write), std::move(done),
+  return std::make_unique<ImageJob>(std::move(input), std::move(write), std::move(done),
                                     std::move(work.explanation));
 }
 
@@ -51,6 +51,7 @@ absl::StatusOr<std::unique_ptr<InferenceJob>> ImageTask::V1Job(const Request& re
                                                                CallDone done) const {
   auto make = V1ImageInput(request, config_.input());
   if (!make.ok()) return make.status();
+  if (absl::Status st = RefuseOtherTasksFields(request, config_.task()); !st.ok()) return st;
   if (!plan.ok()) return plan.status();
   if (plan->explanation) {
     absl::Status st = plan->explanation->collector->CheckBudget(model_size());
@@ -86,16 +87,21 @@ absl::StatusOr<std::vector<std::unique_ptr<InferenceJob>>> ImageTask::Infer(
   auto makers = KServeImageInputs(*input, config_.input());
   if (!makers.ok()) return makers.status();
   if (makers->empty()) return InvalidInfer("empty batch");
-  // Every example's work (e.g. its explanation's byte budget) before anything is queued.
+  // Every example's work before anything is queued; the call holds all its examples'
+  // explanations until the last one finishes, so their bytes count together.
   std::vector<ExampleWork> work;
+  int64_t explain_bytes = 0;
   for (size_t i = 0; i < makers->size(); ++i) {
     auto one = plan->per_example();
     if (!one.ok()) return one.status();
-    if (one->explanation) {
-      absl::Status st = one->explanation->collector->CheckBudget(model_size());
-      if (!st.ok()) return st;
-    }
+    if (one->explanation) explain_bytes += one->explanation->collector->PeakBytes(model_size());
     work.push_back(*std::move(one));
+  }
+  if (explain_bytes > options_.explain_max_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the explanations of ", makers->size(), " examples would hold ", explain_bytes,
+        " bytes, over the server's cap of ", options_.explain_max_bytes,
+        " (--explain_max_bytes); send fewer examples or ask for less"));
   }
   results->Expect(makers->size());
   std::vector<std::unique_ptr<InferenceJob>> jobs;
