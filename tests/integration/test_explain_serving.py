@@ -17,7 +17,8 @@ from gatescope.data.png import encode_gray_png
 
 START, N = 300, 12
 CAP = 42_000  # bytes: a dgvit rollout (26,040) and the DAR test (41,000) fit; dgvit with all
-# four full attention layers (44,536) does not
+# four full attention layers (44,536) does not, nor one KServe call explaining two examples
+# (their explanations count together)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +32,14 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stubs(server, tmp_path_factory):
     yield from api_stubs(server, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def uncapped_stubs(tmp_path_factory):
+    """A server with the default cap, for KServe calls explaining several examples."""
+    srv = start_server(tmp_path_factory.mktemp("uncapped"), REPO / "model_repository")
+    yield from api_stubs(srv, tmp_path_factory)
+    assert stop_server(srv) == 0, srv.log()
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +84,8 @@ def output(resp, name):
     return np.frombuffer(resp.raw_output_contents[i], dtype="<f4").reshape(tuple(o.shape))
 
 
-def test_kserve_explain_parameters_match_the_reference(stubs, images):
-    kv, stub, _, _ = stubs
+def test_kserve_explain_parameters_match_the_reference(uncapped_stubs, images):
+    kv, stub, _, _ = uncapped_stubs
     resp = infer(kv, stub, "dgvit_fmnist", images[:3],
                  {"explain": "rollout,gates", "rollout_head_fusion": "max",
                   "rollout_discard_ratio": 0.25})
@@ -145,6 +154,13 @@ def test_explain_over_the_byte_cap_is_refused_and_serving_goes_on(stubs, images)
         infer(kv, stub, "dgvit_fmnist", images[:1],
               {"explain": "rollout", "explain_attention_layers": "0,1,2,3"})
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    # One KServe call holds every example's explanation until the last is done, so the cap
+    # bounds them together: one rollout fits, two (52,080 bytes) do not.
+    assert infer(kv, stub, "dgvit_fmnist", images[:1], {"explain": "rollout"}).outputs
+    with pytest.raises(grpc.RpcError) as err:
+        infer(kv, stub, "dgvit_fmnist", images[:2], {"explain": "rollout"})
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "2 examples" in err.value.details() and f"cap of {CAP}" in err.value.details()
     pred = v1_stub.Predict(v1.PredictRequest(model_name="dgvit_fmnist", image=png), timeout=60)
     assert pred.classes[0].probability > 0
 
