@@ -44,4 +44,8 @@ absl::Status NormaliseBatchingConfig(DynamicBatchingConfig& config) {
   return absl::OkStatus();
 }
 
+int QueueCapacity(const DynamicBatchingConfig& config) {
+  return config.queue_policy.max_queue_size * std::max(1, config.priority_levels);
+}
+
 }  // namespace gatescope

@@ -39,4 +39,8 @@ struct DynamicBatchingConfig {
 // Checks ranges and orders preferred sizes. INVALID_ARGUMENT names the field.
 absl::Status NormaliseBatchingConfig(DynamicBatchingConfig& config);
 
+// Waiting requests the queue holds before refusing, summed over its priority levels;
+// 0 when the levels are unbounded.
+int QueueCapacity(const DynamicBatchingConfig& config);
+
 }  // namespace gatescope

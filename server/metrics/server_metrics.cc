@@ -97,6 +97,8 @@ constexpr std::pair<const char*, const char*> kCounters[] = {
 };
 constexpr std::pair<const char*, const char*> kGauges[] = {
     {"pending_requests", "Requests waiting in the queue"},
+    {"queue_capacity",
+     "Waiting requests the queue holds before it refuses (sum over priority levels; 0: no cap)"},
     {"model_ready", "1 when the model is loaded and serving"},
 };
 
@@ -152,6 +154,7 @@ ModelMetrics* ServerMetrics::ForModel(const std::string& model) {
     slot->inference_count = &counters_.at("inference_count")->Add(labels);
     slot->execution_count = &counters_.at("execution_count")->Add(labels);
     slot->pending = &gauges_.at("pending_requests")->Add(labels);
+    slot->queue_capacity = &gauges_.at("queue_capacity")->Add(labels);
     slot->ready = &gauges_.at("model_ready")->Add(labels);
     slot->layer_statistics = {{"gate_mean", histograms_.at("gate_mean")},
                               {"vigilance_mean", histograms_.at("vigilance_crossing")}};

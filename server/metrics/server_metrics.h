@@ -29,6 +29,7 @@ struct ModelMetrics {
   prometheus::Counter* inference_count = nullptr;  // requests executed (batch members)
   prometheus::Counter* execution_count = nullptr;  // runner calls
   prometheus::Gauge* pending = nullptr;            // requests waiting in the queue
+  prometheus::Gauge* queue_capacity = nullptr;     // waiting requests before refusals; 0: no cap
   prometheus::Gauge* ready = nullptr;
   // Records a finished request: counted under its status code name (e.g. "OK",
   // "INVALID_ARGUMENT"), its latency observed, and the success/failure totals kept.

@@ -79,6 +79,7 @@ absl::Status ModelRepository::InitModel(ServedModel& model, const std::string& p
 
 absl::Status ModelRepository::InitInstances(ServedModel& model, const std::string& path) const {
   model.observer = std::make_unique<MetricsObserver>(model.metrics);
+  model.metrics->queue_capacity->Set(QueueCapacity(model.plan.batching));
   std::vector<Executor*> executors;
   for (const InstanceSpec& spec : model.plan.instances) {
     auto runner = deps_.loader->Load(path, spec);

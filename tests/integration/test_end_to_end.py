@@ -134,6 +134,7 @@ def test_health_models_and_metrics(server, pngs):
     for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
         assert values[f"gatescope_{stage}_duration_seconds_count" + m] >= 1
     assert values["gatescope_pending_requests" + m] == 0
+    assert values["gatescope_queue_capacity" + m] == 256  # --max_queue_size, one level
     assert values["gatescope_process_resident_memory_bytes"] > 50e6
 
 

@@ -38,6 +38,7 @@ TEST(ServingConfigTest, TritonStyleFieldsBecomeAPlan) {
   EXPECT_EQ(b.queue_policy.default_timeout, absl::Milliseconds(100));
   EXPECT_TRUE(b.queue_policy.allow_timeout_override);
   EXPECT_EQ(b.queue_policy.max_queue_size, 10);
+  EXPECT_EQ(QueueCapacity(b), 20);  // two levels of ten
 }
 
 TEST(ServingConfigTest, DefaultsWithoutConfigFile) {
