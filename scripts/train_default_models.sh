@@ -25,6 +25,10 @@ for spec in "${MODELS[@]}"; do
   name=${spec%%:*}
   /usr/bin/python3 models/export.py --ckpt "build/train/$name.ckpt" --name "${name}_fmnist"
 done
+# The cards' drift references (per-layer gate / vigilance statistics over the test set) and
+# the recording rules the drift alerts read (deploy/monitoring/).
+/usr/bin/python3 models/monitoring_reference.py
+/usr/bin/python3 deploy/monitoring/drift_rules.py
 
 # Segmentation: PVT-GDLA and the PVT-LinearAttn baseline, same recipe, then one card run
 # that evaluates both on the held-out slices.
