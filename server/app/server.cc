@@ -109,6 +109,9 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock) {
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(s.options.host, ":", s.options.grpc_port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s.grpc_port);
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and
+  // silently take half the connections. One port, one server.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(s.options.max_message_bytes);
   builder.RegisterService(s.inference.get());
   builder.RegisterService(s.kserve.get());

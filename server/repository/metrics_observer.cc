@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 namespace gatescope {
 
 void MetricsObserver::Executed(int batch_size, absl::Duration input, absl::Duration infer,
@@ -22,6 +24,9 @@ void MetricsObserver::Outputs(const NamedTensors& outputs) {
     const double* v = values.data_ptr<double>();
     const int64_t layers = values.size(1);
     for (int64_t i = 0; i < values.numel(); ++i) {
+      // A NaN or infinity would stay in the histogram's sum for the life of the process
+      // and blind every drift rule on it; such examples are left out.
+      if (!std::isfinite(v[i])) continue;
       m_->ObserveLayerStatistic(name, static_cast<int>(i % layers), v[i]);
     }
   }

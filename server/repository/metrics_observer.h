@@ -20,7 +20,7 @@ class MetricsObserver final : public QueueObserver, public ExecutionObserver {
   void Executed(int batch_size, absl::Duration input, absl::Duration infer,
                 absl::Duration output) override;
   // Per-layer statistics outputs [B, L] ("gate_mean", "vigilance_mean"), one value per
-  // example.
+  // example; non-finite values are not observed.
   void Outputs(const NamedTensors& outputs) override;
 
  private:

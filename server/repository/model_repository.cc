@@ -13,6 +13,7 @@
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 #include "server/config/model_config.h"
+#include "server/repository/repository_names.h"
 #include "server/tasks/task_registry.h"
 
 namespace gatescope {
@@ -104,7 +105,10 @@ std::vector<std::string> ModelRepository::ModelDirectories() const {
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(options_.root, ec)) {
-    if (entry.is_directory()) names.push_back(entry.path().filename().string());
+    // Directories that cannot name a model (".git", "a b") are not models; polling
+    // would repeat a warning every interval, so they are skipped silently.
+    std::string name = entry.path().filename().string();
+    if (entry.is_directory() && ValidateModelName(name).ok()) names.push_back(std::move(name));
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -135,13 +139,11 @@ absl::Status ModelRepository::LoadModel(const std::string& name) {
 
 absl::Status ModelRepository::LoadModelLocked(const std::string& name) {
   if (stopped_.load()) return absl::UnavailableError("server is shutting down");
-  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
-    return absl::InvalidArgumentError(absl::StrCat("bad model name '", name, "'"));
-  }
+  GS_RETURN_IF_ERROR(ValidateModelName(name));
   const fs::path model_dir = fs::path(options_.root) / name;
   std::error_code ec;
   if (!fs::is_directory(model_dir, ec)) {
-    return absl::NotFoundError(absl::StrCat("no model '", name, "' in ", options_.root));
+    return absl::NotFoundError(absl::StrCat("no model ", QuoteName(name), " in the repository"));
   }
   const std::string print = Fingerprint(name);
   Versions versions;
@@ -151,6 +153,11 @@ absl::Status ModelRepository::LoadModelLocked(const std::string& name) {
   for (const auto& version_dir : fs::directory_iterator(model_dir, ec)) {
     const fs::path file = version_dir.path() / kModelFile;
     if (!version_dir.is_directory() || !fs::exists(file)) continue;
+    if (!IsVersionName(version_dir.path().filename().string())) {
+      GS_LOG(WARNING) << "ignoring " << name << "/" << version_dir.path().filename().string()
+                      << ": a version directory is named by a positive integer";
+      continue;
+    }
     auto model = std::make_shared<ServedModel>();
     model->name = name;
     model->version = version_dir.path().filename().string();
@@ -206,7 +213,9 @@ absl::Status ModelRepository::UnloadModelLocked(const std::string& name) {
   {
     absl::MutexLock lock(&mu_);
     auto it = models_.find(name);
-    if (it == models_.end()) return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+    if (it == models_.end()) {
+      return absl::NotFoundError(absl::StrCat("unknown model ", QuoteName(name)));
+    }
     old.swap(it->second);
     models_.erase(it);
     fingerprints_.erase(name);
@@ -266,7 +275,7 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ModelRepository::Find(
   absl::MutexLock lock(&mu_);
   auto it = models_.find(name);
   if (it == models_.end() || it->second.empty()) {
-    return absl::NotFoundError(absl::StrCat("unknown model '", name, "'"));
+    return absl::NotFoundError(absl::StrCat("unknown model ", QuoteName(name)));
   }
   if (version.empty()) {
     // The highest version that loaded; the highest of all if none did.
@@ -277,7 +286,8 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ModelRepository::Find(
   }
   auto v = it->second.find(version);
   if (v == it->second.end()) {
-    return absl::NotFoundError(absl::StrCat("model '", name, "' has no version '", version, "'"));
+    return absl::NotFoundError(
+        absl::StrCat("model ", QuoteName(name), " has no version ", QuoteName(version)));
   }
   return v->second;
 }

@@ -1,5 +1,6 @@
 // The set of served models, read from <root>/<model>/<version>/model.pt (with optional
-// <root>/<model>/config.pbtxt), and changed at run time by load, unload and poll.
+// <root>/<model>/config.pbtxt), and changed at run time by load, unload and poll. Model and
+// version directory names follow repository_names.h; other entries are ignored.
 #pragma once
 
 #include <atomic>
@@ -72,7 +73,8 @@ class ModelRepository {
 
   void SetStateListener(StateListener listener);
 
-  // Names of the model directories under the root now (loaded or not), sorted.
+  // Names of the model directories under the root now (loaded or not), sorted; only
+  // directories whose names are valid model names (repository_names.h).
   std::vector<std::string> ModelDirectories() const;
 
   // The named model at `version`; when `version` is empty, its highest version that loaded

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/frontend/grpc/kserve_service.h"
 #include "server/frontend/grpc/status_mapping.h"
+#include "server/repository/repository_names.h"
 #include "server/tasks/task.h"
 
 namespace gatescope {
@@ -134,7 +135,8 @@ grpc::ServerUnaryReactor* KServeService::ModelStatistics(
     FromHistogram(st->mutable_compute_output(), mm.compute_output_seconds);
   }
   if (!any && !request->name().empty()) {
-    return FinishNow(ctx, absl::NotFoundError(absl::StrCat("unknown model '", request->name(), "'")));
+    return FinishNow(ctx,
+                     absl::NotFoundError(absl::StrCat("unknown model ", QuoteName(request->name()))));
   }
   return FinishNow(ctx, absl::OkStatus());
 }

@@ -137,6 +137,16 @@ TEST_F(ServerTest, RefusesBadOptionsAndAMissingRepository) {
   EXPECT_EQ(Server::Start(ops, {&loader_, nullptr}).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(ServerTest, APortInUseIsRefusedNotShared) {
+  auto first = Server::Start(Options(), {&loader_, nullptr});
+  ASSERT_TRUE(first.ok()) << first.status();
+  ServerOptions same = Options();
+  same.grpc_port = (*first)->grpc_port();
+  auto second = Server::Start(same, {&loader_, nullptr});
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  (*first)->Shutdown();
+}
+
 // A KServe request of `batch` UINT8 [1, 2, 2] examples for model `name`.
 ::inference::ModelInferRequest Examples(const std::string& name, int batch) {
   ::inference::ModelInferRequest r;

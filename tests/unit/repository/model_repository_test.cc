@@ -29,11 +29,11 @@ class ModelRepositoryTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(root_); }
 
   // A version whose "model file" is its metadata (the fake loader's format); versions
-  // named "bad" or "2" carry metadata that does not parse, so they fail to load.
+  // named "2" or "7" carry metadata that does not parse, so they fail to load.
   void AddVersion(const std::string& model, const std::string& version,
                   const std::string& meta = kMeta) {
     fs::create_directories(root_ / model / version);
-    const bool bad = version == "bad" || version == "2";
+    const bool bad = version == "7" || version == "2";
     std::ofstream(root_ / model / version / "model.pt") << (bad ? "not json" : meta);
   }
 
@@ -60,7 +60,7 @@ TEST_F(ModelRepositoryTest, MissingRootIsNotFound) {
 
 TEST_F(ModelRepositoryTest, VersionsOrderNumericallyAndDefaultToHighestReady) {
   for (const char* v : {"1", "2", "10", "9"}) AddVersion("m", v);
-  AddVersion("other", "bad");
+  AddVersion("other", "7");
   auto repo = Load();
   ASSERT_TRUE(repo.ok()) << repo.status();
   // "2" failed; the highest ready version is 10 (numeric, not text, order).
@@ -80,7 +80,44 @@ TEST_F(ModelRepositoryTest, VersionsOrderNumericallyAndDefaultToHighestReady) {
 
   std::vector<std::string> listed;
   for (const auto& m : (*repo)->List()) listed.push_back(m->name + "/" + m->version);
-  EXPECT_EQ(listed, (std::vector<std::string>{"m/1", "m/2", "m/9", "m/10", "other/bad"}));
+  EXPECT_EQ(listed, (std::vector<std::string>{"m/1", "m/2", "m/9", "m/10", "other/7"}));
+}
+
+TEST_F(ModelRepositoryTest, OnlyNumberedVersionsAndPortableModelNamesCount) {
+  // Backups and aliases next to the versions are not versions: "1.bak" and "latest" would
+  // otherwise sort above every number and serve as the default.
+  for (const char* v : {"1", "3", "1.bak", "latest", "03"}) AddVersion("m", v);
+  AddVersion(".hidden", "1");
+  AddVersion("has space", "1");
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  std::vector<std::string> listed;
+  for (const auto& m : (*repo)->List()) listed.push_back(m->name + "/" + m->version);
+  EXPECT_EQ(listed, (std::vector<std::string>{"m/1", "m/3"}));
+  EXPECT_EQ((*repo)->Find("m", "").value()->version, "3");
+  EXPECT_EQ((*repo)->Find("m", "latest").status().code(), absl::StatusCode::kNotFound);
+
+  // Names a client sends: control bytes, separators and overlong names are refused before
+  // the file system is touched, and errors quote them escaped and cut.
+  const std::string nul("m\0x", 3);
+  for (const std::string& bad : {nul, std::string("../m"), std::string(".hidden"),
+                                 std::string("has space"), std::string(129, 'a'),
+                                 std::string("caf\xc3\xa9"), std::string()}) {
+    const absl::Status status = (*repo)->LoadModel(bad);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_LT(status.message().size(), 200u) << status;
+  }
+  EXPECT_NE((*repo)->LoadModel(nul).message().find("'m\\x00x'"), std::string::npos)
+      << (*repo)->LoadModel(nul);
+  EXPECT_EQ((*repo)->LoadModel(std::string(128, 'a')).code(), absl::StatusCode::kNotFound);
+
+  const std::string long_name(8000, 'x');
+  const absl::Status missing = (*repo)->Find(long_name, "").status();
+  EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);
+  EXPECT_LT(missing.message().size(), 120u);
+  EXPECT_NE(missing.message().find("(8000 bytes)"), std::string::npos) << missing;
+  // Errors name models, not where the repository lives.
+  EXPECT_EQ((*repo)->LoadModel("absent").message().find(root_.string()), std::string::npos);
 }
 
 TEST_F(ModelRepositoryTest, ConfigFileSetsBatchingAndInstances) {
