@@ -111,6 +111,28 @@ class BatchQueue {
     return expired;
   }
 
+  // Removes the entries whose payload `dead` says no one waits for any more (e.g. a
+  // cancelled call), wherever they wait.
+  template <typename Dead>
+  std::vector<Entry> TakeIf(Dead dead) {
+    std::vector<Entry> taken;
+    auto sweep = [&](std::deque<Entry>& q, bool delayed) {
+      for (auto it = q.begin(); it != q.end();) {
+        if (!dead(it->payload)) {
+          ++it;
+          continue;
+        }
+        if (delayed) --delayed_per_level_[it->level];
+        taken.push_back(std::move(*it));
+        it = q.erase(it);
+      }
+    };
+    for (auto& level : levels_) sweep(level, false);
+    sweep(delayed_, true);
+    size_ -= taken.size();
+    return taken;
+  }
+
   // Forms the next batch (call TakeExpired first). The batch is led by the first entry in
   // service order and takes later entries of the same shape key, up to max_batch_size
   // (an `alone` entry leads a batch of one at once, and joins no other). It runs now if

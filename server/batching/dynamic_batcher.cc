@@ -20,6 +20,15 @@ void RefuseQuietly(Job& job, const absl::Status& status) {
   }
 }
 
+template <typename Entries>
+void RefuseExpired(Entries& entries) {
+  for (auto& e : entries) {
+    RefuseQuietly(*e.payload.job, absl::DeadlineExceededError("deadline or queue timeout passed"));
+  }
+}
+
+bool Cancelled(const WorkItem& item) { return item.cancelled && item.cancelled(); }
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
@@ -62,26 +71,35 @@ void DynamicBatcher::ReportDepth() {
 
 absl::Status DynamicBatcher::Enqueue(WorkItem item) {
   absl::Status st;
+  std::vector<Entry> expired, cancelled;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
       st = absl::UnavailableError("model is shutting down");
     } else {
-      const absl::Time deadline = item.deadline;
-      const uint64_t key = item.shape_key;
-      const int priority = item.priority;
-      const absl::Duration timeout = item.timeout;
-      const bool alone = item.run_alone;
-      st = queue_.Push(item, clock_->Now(), deadline, key, priority, timeout, alone);
-      if (st.ok()) {
-        ++arrivals_;
-        ReportDepth();
-        return st;
+      const absl::Time now = clock_->Now();
+      auto push = [&] {
+        return queue_.Push(item, now, item.deadline, item.shape_key, item.priority,
+                           item.timeout, item.run_alone);
+      };
+      st = push();
+      if (st.code() == absl::StatusCode::kResourceExhausted) {
+        // Requests nobody waits for any more give their slots up now, not when a busy
+        // worker next looks at the queue.
+        expired = queue_.TakeExpired(now);
+        cancelled = queue_.TakeIf(Cancelled);
+        if (!expired.empty() || !cancelled.empty()) st = push();
       }
+      if (st.ok()) ++arrivals_;
+      ReportDepth();
     }
   }
-  // Refused outside the lock: the job's Refuse may finish its call.
-  RefuseQuietly(*item.job, st);
+  // Refused outside the lock: a job's Refuse may finish its call.
+  RefuseExpired(expired);
+  for (Entry& e : cancelled) {
+    RefuseQuietly(*e.payload.job, absl::CancelledError("request cancelled while queued"));
+  }
+  if (!st.ok()) RefuseQuietly(*item.job, st);
   return st;
 }
 
@@ -132,14 +150,12 @@ bool DynamicBatcher::NextWork(std::vector<Entry>& expired, std::vector<Entry>& g
 void DynamicBatcher::WorkerLoop(Executor* instance) {
   std::vector<Entry> expired, group;
   while (NextWork(expired, group)) {
-    for (Entry& e : expired) {
-      RefuseQuietly(*e.payload.job, absl::DeadlineExceededError("deadline or queue timeout passed"));
-    }
+    RefuseExpired(expired);
     expired.clear();
     std::vector<std::unique_ptr<Job>> jobs;
     for (Entry& e : group) {
       WorkItem& item = e.payload;
-      if (item.cancelled && item.cancelled()) {
+      if (Cancelled(item)) {
         RefuseQuietly(*item.job, absl::CancelledError("request cancelled while queued"));
       } else {
         jobs.push_back(std::move(item.job));

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -131,6 +132,36 @@ TEST(DynamicBatcherTest, CancelledJobsAreRefusedUnrun) {
   outcomes.Await(3);
   EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kCancelled);
   EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {2}}));
+}
+
+TEST(DynamicBatcherTest, DeadRequestsGiveUpTheirSlotsWhileTheWorkerIsBusy) {
+  FakeExecutor executor;
+  FakeClock clock;
+  auto batcher = Make({&executor}, &clock, 8, 2);
+  Outcomes outcomes(5);
+  executor.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  executor.AwaitEntered(1);  // the worker is busy and does not look at the queue
+  WorkItem late = Item(1, &outcomes);
+  late.deadline = clock.Now() + absl::Seconds(1);
+  auto hung_up = std::make_shared<std::atomic<bool>>(false);
+  WorkItem gone = Item(2, &outcomes);
+  gone.cancelled = [hung_up] { return hung_up->load(); };
+  ASSERT_TRUE(batcher->Enqueue(std::move(late)).ok());
+  ASSERT_TRUE(batcher->Enqueue(std::move(gone)).ok());
+  // Both still wanted: the queue is full.
+  EXPECT_EQ(batcher->Enqueue(Item(3, &outcomes)).code(), absl::StatusCode::kResourceExhausted);
+  // One passes its deadline, the other's caller hangs up: a new request takes a slot at
+  // once, and both dead ones are finished then, before the worker is free.
+  clock.Advance(absl::Seconds(5));
+  hung_up->store(true);
+  ASSERT_TRUE(batcher->Enqueue(Item(4, &outcomes)).ok());
+  EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(outcomes.refused(2), absl::StatusCode::kCancelled);
+  EXPECT_EQ(batcher->QueueDepth(), 1);
+  executor.Release();
+  outcomes.Await(5);
+  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {4}}));
 }
 
 TEST(DynamicBatcherTest, RunAloneJobsAreGroupedWithNoOther) {
