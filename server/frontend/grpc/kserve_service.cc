@@ -22,10 +22,7 @@ KServeService::KServeService(ModelRepository* repository, bool explicit_control,
                              const Clock* clock)
     : repository_(repository), model_control_(explicit_control), clock_(clock) {}
 
-KServeService::~KServeService() {
-  absl::MutexLock lock(&threads_mu_);
-  for (auto& t : threads_) t.thread.join();
-}
+KServeService::~KServeService() = default;
 
 grpc::ServerUnaryReactor* KServeService::ServerLive(Ctx* ctx, const kv::ServerLiveRequest*,
                                                     kv::ServerLiveResponse* response) {
@@ -102,27 +99,21 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
 }
 
 void KServeService::RunControl(Reactor* reactor, std::function<absl::Status()> work) {
-  absl::MutexLock lock(&threads_mu_);
-  for (auto it = threads_.begin(); it != threads_.end();) {
-    if (it->done->load()) {
-      it->thread.join();
-      it = threads_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread t([reactor, work = std::move(work), done] {
-    absl::Status st;
-    try {
-      st = work();
-    } catch (const std::exception& e) {
-      st = absl::InternalError(e.what());
+  const bool queued = control_.Submit([reactor, work = std::move(work)](bool run) {
+    absl::Status st = absl::UnavailableError("server is shutting down");
+    if (run) {
+      try {
+        st = work();
+      } catch (const std::exception& e) {
+        st = absl::InternalError(e.what());
+      }
     }
     reactor->Finish(ToGrpcStatus(st));
-    done->store(true);
   });
-  threads_.push_back({std::move(t), std::move(done)});
+  if (!queued) {
+    reactor->Finish(ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "too many model control calls waiting (", kMaxWaitingControlCalls, "); retry later"))));
+  }
 }
 
 grpc::ServerUnaryReactor* KServeService::Control(Ctx* ctx,

@@ -9,12 +9,12 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "inference/grpc_service.grpc.pb.h"
 #include "server/common/clock.h"
+#include "server/frontend/grpc/control_queue.h"
 #include "server/repository/model_repository.h"
 
 namespace gatescope {
@@ -56,21 +56,17 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
   // RepositoryModelLoad/Unload: FAILED_PRECONDITION without explicit control, otherwise
   // `work` on a control thread.
   Reactor* Control(Ctx* ctx, std::function<absl::Status()> work);
-  // Runs `work` on a tracked thread and finishes `reactor` with its status. Threads that
-  // have finished are joined on the next call.
+  // Queues `work` on the control queue and finishes `reactor` with its status;
+  // RESOURCE_EXHAUSTED when kMaxWaitingControlCalls already wait.
   void RunControl(Reactor* reactor, std::function<absl::Status()> work);
 
-  struct ControlThread {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
+  static constexpr size_t kMaxWaitingControlCalls = 16;
 
   ModelRepository* const repository_;
   const bool model_control_;
   const Clock* const clock_;
   std::atomic<bool> shutting_down_{false};
-  absl::Mutex threads_mu_;
-  std::vector<ControlThread> threads_ ABSL_GUARDED_BY(threads_mu_);
+  ControlQueue control_{kMaxWaitingControlCalls};
 };
 
 }  // namespace gatescope
