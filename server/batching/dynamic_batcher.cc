@@ -20,11 +20,21 @@ void RefuseQuietly(Job& job, const absl::Status& status) {
   }
 }
 
+const absl::Status& Expired() {
+  static const auto* status =
+      new absl::Status(absl::DeadlineExceededError("deadline or queue timeout passed"));
+  return *status;
+}
+
+const absl::Status& CancelledWhileQueued() {
+  static const auto* status =
+      new absl::Status(absl::CancelledError("request cancelled while queued"));
+  return *status;
+}
+
 template <typename Entries>
-void RefuseExpired(Entries& entries) {
-  for (auto& e : entries) {
-    RefuseQuietly(*e.payload.job, absl::DeadlineExceededError("deadline or queue timeout passed"));
-  }
+void RefuseAll(Entries& entries, const absl::Status& status) {
+  for (auto& e : entries) RefuseQuietly(*e.payload.job, status);
 }
 
 bool Cancelled(const WorkItem& item) { return item.cancelled && item.cancelled(); }
@@ -95,10 +105,8 @@ absl::Status DynamicBatcher::Enqueue(WorkItem item) {
     }
   }
   // Refused outside the lock: a job's Refuse may finish its call.
-  RefuseExpired(expired);
-  for (Entry& e : cancelled) {
-    RefuseQuietly(*e.payload.job, absl::CancelledError("request cancelled while queued"));
-  }
+  RefuseAll(expired, Expired());
+  RefuseAll(cancelled, CancelledWhileQueued());
   if (!st.ok()) RefuseQuietly(*item.job, st);
   return st;
 }
@@ -150,13 +158,13 @@ bool DynamicBatcher::NextWork(std::vector<Entry>& expired, std::vector<Entry>& g
 void DynamicBatcher::WorkerLoop(Executor* instance) {
   std::vector<Entry> expired, group;
   while (NextWork(expired, group)) {
-    RefuseExpired(expired);
+    RefuseAll(expired, Expired());
     expired.clear();
     std::vector<std::unique_ptr<Job>> jobs;
     for (Entry& e : group) {
       WorkItem& item = e.payload;
       if (Cancelled(item)) {
-        RefuseQuietly(*item.job, absl::CancelledError("request cancelled while queued"));
+        RefuseQuietly(*item.job, CancelledWhileQueued());
       } else {
         jobs.push_back(std::move(item.job));
       }
