@@ -24,13 +24,19 @@ namespace {
 constexpr char kModelFile[] = "model.pt";
 constexpr char kServingConfigFile[] = "config.pbtxt";
 
-absl::StatusOr<v1::ServingConfig> ReadServingConfig(const fs::path& model_dir) {
-  const fs::path path = model_dir / kServingConfigFile;
+// The overrides in `path` (a resolved config.pbtxt); none if there is no such file.
+absl::StatusOr<v1::ServingConfig> ReadServingConfig(const fs::path& path) {
   if (!fs::exists(path)) return v1::ServingConfig();
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   return ParseServingConfig(text.str());
+}
+
+// Whether `path` is `root` or lies below it, compared by whole components ("/repo2/m" is
+// not inside "/repo"). Both absolute and normal.
+bool IsWithin(const fs::path& root, const fs::path& path) {
+  return std::mismatch(root.begin(), root.end(), path.begin(), path.end()).first == root.end();
 }
 
 }  // namespace
@@ -50,22 +56,46 @@ absl::StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Load(
     return absl::InvalidArgumentError("ModelRepository needs a loader, metrics, schedulers, clock");
   }
   std::error_code ec;
-  if (!fs::is_directory(options.root, ec)) {
+  const fs::path root = fs::is_directory(options.root, ec) ? fs::canonical(options.root, ec)
+                                                           : fs::path();
+  if (root.empty() || ec) {
     return absl::NotFoundError(absl::StrCat("model repository not found: ", options.root));
   }
-  std::unique_ptr<ModelRepository> repo(new ModelRepository(options, std::move(deps)));
+  std::unique_ptr<ModelRepository> repo(
+      new ModelRepository(options, std::move(deps), root.string()));
   for (const std::string& name : repo->ModelDirectories()) {
     repo->LoadModel(name).IgnoreError();  // a failed model stays listed as not ready
   }
   return repo;
 }
 
-ModelRepository::ModelRepository(RepositoryOptions options, RepositoryDeps deps)
-    : options_(std::move(options)), deps_(std::move(deps)) {}
+ModelRepository::ModelRepository(RepositoryOptions options, RepositoryDeps deps,
+                                 std::string canonical_root)
+    : options_(std::move(options)), deps_(std::move(deps)), root_(std::move(canonical_root)) {}
 
-absl::Status ModelRepository::InitModel(ServedModel& model, const std::string& path) const {
-  const fs::path model_dir = fs::path(options_.root) / model.name;
-  GS_ASSIGN_OR_RETURN(const v1::ServingConfig overrides, ReadServingConfig(model_dir));
+absl::StatusOr<std::string> ModelRepository::ResolveInside(const std::string& path,
+                                                           const std::string& what) const {
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("cannot resolve ", what, ": ", ec.message()));
+  // weakly_canonical leaves a dangling last link unresolved; what it may point to later
+  // is unknown, so it is refused rather than trusted.
+  if (fs::is_symlink(fs::symlink_status(path, ec)) && !fs::exists(path, ec)) {
+    return absl::FailedPreconditionError(absl::StrCat(what, " is a dangling symlink"));
+  }
+  if (!IsWithin(fs::path(root_), resolved)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(what, " resolves outside the model repository (symlink); refused"));
+  }
+  return resolved.string();
+}
+
+absl::Status ModelRepository::InitModel(ServedModel& model, const std::string& model_dir,
+                                        const std::string& path) const {
+  GS_ASSIGN_OR_RETURN(const std::string config_file,
+                      ResolveInside((fs::path(model_dir) / kServingConfigFile).string(),
+                                    QuoteName(model.name + "/" + kServingConfigFile)));
+  GS_ASSIGN_OR_RETURN(const v1::ServingConfig overrides, ReadServingConfig(config_file));
   GS_ASSIGN_OR_RETURN(const std::string json, deps_.loader->ReadMetadata(path));
   GS_ASSIGN_OR_RETURN(model.config, ParseModelConfig(json));
   GS_ASSIGN_OR_RETURN(model.task, CreateTask(model.config, options_.tasks));
@@ -115,19 +145,26 @@ std::vector<std::string> ModelRepository::ModelDirectories() const {
 }
 
 std::string ModelRepository::Fingerprint(const std::string& name) const {
-  // Versions and modification times of every file the model's loading reads.
-  std::string print;
-  std::error_code ec;
+  // The files loading reads (config.pbtxt, every <version>/model.pt), each with where it
+  // resolves (re-pointing an in-repository link is a change) and its modification time.
+  // Nothing outside the root is looked at: a refused path only contributes its refusal.
   const fs::path dir = fs::path(options_.root) / name;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
-    const auto fname = entry.path().filename();
-    if (fname == kModelFile || fname == kServingConfigFile) files.push_back(entry.path());
+  if (!ResolveInside(dir.string(), name).ok()) return "refused";
+  std::vector<fs::path> files = {dir / kServingConfigFile};
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    files.push_back(entry.path() / kModelFile);
   }
   std::sort(files.begin(), files.end());
+  std::string print;
   for (const auto& f : files) {
-    const auto t = fs::last_write_time(f, ec).time_since_epoch().count();
-    print += absl::StrCat(f.string(), "@", t, ";");
+    absl::StatusOr<std::string> resolved = ResolveInside(f.string(), f.string());
+    if (!resolved.ok()) {
+      absl::StrAppend(&print, f.string(), " refused;");
+    } else if (fs::exists(*resolved, ec)) {
+      const auto t = fs::last_write_time(*resolved, ec).time_since_epoch().count();
+      absl::StrAppend(&print, f.string(), "->", *resolved, "@", t, ";");
+    }
   }
   return print;
 }
@@ -146,35 +183,15 @@ absl::Status ModelRepository::LoadModelLocked(const std::string& name) {
     return absl::NotFoundError(absl::StrCat("no model ", QuoteName(name), " in the repository"));
   }
   const std::string print = Fingerprint(name);
-  Versions versions;
+  Versions versions = LoadModelDirectory(name, model_dir.string());
   absl::Status first_error = absl::NotFoundError(
       absl::StrCat("model '", name, "' has no <version>/", kModelFile));
   bool any_ready = false;
-  for (const auto& version_dir : fs::directory_iterator(model_dir, ec)) {
-    const fs::path file = version_dir.path() / kModelFile;
-    if (!version_dir.is_directory() || !fs::exists(file)) continue;
-    if (!IsVersionName(version_dir.path().filename().string())) {
-      GS_LOG(WARNING) << "ignoring " << name << "/" << version_dir.path().filename().string()
-                      << ": a version directory is named by a positive integer";
-      continue;
+  for (const auto& [version, model] : versions) {
+    any_ready |= model->ready();
+    if (!model->ready() && first_error.code() == absl::StatusCode::kNotFound) {
+      first_error = model->load_status;
     }
-    auto model = std::make_shared<ServedModel>();
-    model->name = name;
-    model->version = version_dir.path().filename().string();
-    model->metrics = deps_.metrics->ForModel(name);
-    model->load_status = InitModel(*model, file.string());
-    if (model->load_status.ok() && model->config.name() != model->name) {
-      GS_LOG(WARNING) << "model " << model->name << " declares name '" << model->config.name()
-                      << "'; serving it as " << model->name;
-    }
-    if (model->ready()) {
-      any_ready = true;
-      GS_LOG(INFO) << "loaded " << model->name << " version " << model->version;
-    } else {
-      if (first_error.code() == absl::StatusCode::kNotFound) first_error = model->load_status;
-      GS_LOG(ERROR) << "failed to load " << file.string() << ": " << model->load_status;
-    }
-    versions[model->version] = std::move(model);
   }
   Versions old;
   bool kept_old = false;
@@ -200,6 +217,70 @@ absl::Status ModelRepository::LoadModelLocked(const std::string& name) {
   NotifyState(name);
   StopVersions(old);  // drains requests already queued on the replaced versions
   return any_ready ? absl::OkStatus() : first_error;
+}
+
+ModelRepository::Versions ModelRepository::LoadModelDirectory(const std::string& name,
+                                                              const std::string& model_dir) const {
+  absl::StatusOr<std::string> dir =
+      ResolveInside(model_dir, absl::StrCat("model directory ", QuoteName(name)));
+  if (dir.ok()) return LoadVersions(name, *dir);
+  GS_LOG(ERROR) << "refusing model " << name << ": " << dir.status();
+  Versions refused;
+  refused[""] = NewVersion(name, "", dir.status());
+  return refused;
+}
+
+ModelRepository::Versions ModelRepository::LoadVersions(const std::string& name,
+                                                        const std::string& model_dir) const {
+  Versions versions;
+  std::error_code ec;
+  for (const auto& version_dir : fs::directory_iterator(model_dir, ec)) {
+    const std::string version = version_dir.path().filename().string();
+    if (!version_dir.is_directory() || !fs::exists(version_dir.path() / kModelFile)) continue;
+    if (!IsVersionName(version)) {
+      GS_LOG(WARNING) << "ignoring " << name << "/" << version
+                      << ": a version directory is named by a positive integer";
+      continue;
+    }
+    versions[version] = LoadVersion(name, version, model_dir);
+  }
+  return versions;
+}
+
+std::shared_ptr<ServedModel> ModelRepository::LoadVersion(const std::string& name,
+                                                          const std::string& version,
+                                                          const std::string& model_dir) const {
+  const std::string where = name + "/" + version;
+  absl::StatusOr<std::string> file =
+      ResolveInside((fs::path(model_dir) / version).string(),
+                    absl::StrCat("version directory ", QuoteName(where)));
+  if (file.ok()) {
+    file = ResolveInside((fs::path(*file) / kModelFile).string(),
+                         QuoteName(absl::StrCat(where, "/", kModelFile)));
+  }
+  auto model = NewVersion(name, version, file.status());
+  if (file.ok()) model->load_status = InitModel(*model, model_dir, *file);
+  if (model->load_status.ok() && model->config.name() != model->name) {
+    GS_LOG(WARNING) << "model " << model->name << " declares name '" << model->config.name()
+                    << "'; serving it as " << model->name;
+  }
+  if (model->ready()) {
+    GS_LOG(INFO) << "loaded " << name << " version " << version;
+  } else {
+    GS_LOG(ERROR) << "failed to load " << where << ": " << model->load_status;
+  }
+  return model;
+}
+
+std::shared_ptr<ServedModel> ModelRepository::NewVersion(const std::string& name,
+                                                         const std::string& version,
+                                                         absl::Status status) const {
+  auto model = std::make_shared<ServedModel>();
+  model->name = name;
+  model->version = version;
+  model->metrics = deps_.metrics->ForModel(name);
+  model->load_status = std::move(status);
+  return model;
 }
 
 absl::Status ModelRepository::UnloadModel(const std::string& name) {

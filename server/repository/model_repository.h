@@ -1,6 +1,15 @@
 // The set of served models, read from <root>/<model>/<version>/model.pt (with optional
 // <root>/<model>/config.pbtxt), and changed at run time by load, unload and poll. Model and
 // version directory names follow repository_names.h; other entries are ignored.
+//
+// Symlinks: a model directory, version directory, model.pt or config.pbtxt is used only
+// if it resolves (every symlink followed) inside the repository root, compared by path
+// components. Symlinks that stay inside (an alias model directory, a version shared by
+// two models) are followed; one that leaves the root is refused with PERMISSION_DENIED:
+// a refused model directory is listed as one not-ready entry of version "" carrying the
+// reason, a refused version (or file) as that version not ready; nothing outside the
+// root is read. Loading uses the resolved paths, so re-pointing a link after the check
+// does not redirect the load (docs/reliability.md).
 #pragma once
 
 #include <atomic>
@@ -96,8 +105,22 @@ class ModelRepository {
   };
   using Versions = std::map<std::string, std::shared_ptr<ServedModel>, VersionLess>;
 
-  ModelRepository(RepositoryOptions options, RepositoryDeps deps);
-  absl::Status InitModel(ServedModel& model, const std::string& path) const;
+  ModelRepository(RepositoryOptions options, RepositoryDeps deps, std::string canonical_root);
+  // `path` with every symlink resolved (it need not exist) when that lies inside the root;
+  // PERMISSION_DENIED naming `what` (never the root or the target) when it leaves it;
+  // NOT_FOUND when it cannot be resolved.
+  absl::StatusOr<std::string> ResolveInside(const std::string& path, const std::string& what) const;
+  // The versions of <root>/<name>: one refused entry (version "") if the directory
+  // resolves outside the root, else LoadVersions of where it resolves.
+  Versions LoadModelDirectory(const std::string& name, const std::string& model_dir) const;
+  // Every <version>/model.pt of the (resolved) model directory, each loaded or failed.
+  Versions LoadVersions(const std::string& name, const std::string& model_dir) const;
+  std::shared_ptr<ServedModel> LoadVersion(const std::string& name, const std::string& version,
+                                           const std::string& model_dir) const;
+  std::shared_ptr<ServedModel> NewVersion(const std::string& name, const std::string& version,
+                                          absl::Status status) const;
+  absl::Status InitModel(ServedModel& model, const std::string& model_dir,
+                         const std::string& path) const;
   absl::Status InitInstances(ServedModel& model, const std::string& path) const;
   absl::Status LoadModelLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   absl::Status UnloadModelLocked(const std::string& name)
@@ -108,6 +131,7 @@ class ModelRepository {
 
   const RepositoryOptions options_;
   const RepositoryDeps deps_;
+  const std::string root_;  // options_.root with symlinks resolved
   absl::Mutex control_mu_;  // held across a whole load / unload / poll; never by Find
   std::atomic<bool> stopped_{false};
   mutable absl::Mutex mu_;

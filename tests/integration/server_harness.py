@@ -1,6 +1,7 @@
 """Runs the real gatescope-server (built in ./build) on free ports, and its client."""
 import importlib
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -72,10 +73,11 @@ def start_server(tmp_path, repo_dir, extra=()):
 
 def serve_shipped(tmp_path_factory, names, extra=()):
     """For module fixtures (`yield from`): the server on a temporary repository holding
-    the shipped models `names` (symlinks); stops it afterwards and checks a clean exit."""
+    copies of the shipped models `names` (copies: the server refuses symlinks that leave
+    its repository); stops it afterwards and checks a clean exit."""
     repo = tmp_path_factory.mktemp("repo")
     for name in names:
-        (repo / name).symlink_to(REPO / "model_repository" / name)
+        shutil.copytree(REPO / "model_repository" / name, repo / name)
     srv = start_server(tmp_path_factory.mktemp("server"), repo, extra)
     yield srv
     assert stop_server(srv) == 0, srv.log()

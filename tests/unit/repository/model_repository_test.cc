@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "server/batching/dynamic_batcher.h"
 #include "tests/mocks/fake_clock.h"
 #include "tests/mocks/fake_loader.h"
@@ -37,9 +38,11 @@ class ModelRepositoryTest : public ::testing::Test {
     std::ofstream(root_ / model / version / "model.pt") << (bad ? "not json" : meta);
   }
 
-  absl::StatusOr<std::unique_ptr<ModelRepository>> Load() {
+  absl::StatusOr<std::unique_ptr<ModelRepository>> Load() { return LoadFrom(root_); }
+
+  absl::StatusOr<std::unique_ptr<ModelRepository>> LoadFrom(const fs::path& root) {
     RepositoryOptions options;
-    options.root = root_.string();
+    options.root = root.string();
     RepositoryDeps deps;
     deps.loader = &loader_;
     deps.metrics = &metrics_;
@@ -264,6 +267,100 @@ TEST_F(ModelRepositoryTest, GpuInstancesLoadOnTheirDevicesWhenThereAreSome) {
   EXPECT_EQ(loader_.loads(), 5);
   ASSERT_EQ(m->plan.groups.size(), 2u);
   EXPECT_EQ(m->plan.groups[0].gpus_size(), 2);
+}
+
+// The load error of `name`'s default entry (OK if it serves).
+absl::Status LoadStatus(ModelRepository& repo, const std::string& name) {
+  auto model = repo.Find(name, "");
+  return model.ok() ? (*model)->load_status : model.status();
+}
+
+TEST_F(ModelRepositoryTest, SymlinksLeavingTheRepositoryAreRefusedAndTheOthersLoad) {
+  // Beside the root, with the root's name as a string prefix: a prefix comparison of
+  // strings would take it for the inside.
+  const fs::path outside = root_.string() + "_outside";
+  fs::remove_all(outside);
+  fs::create_directories(outside / "ext" / "1");
+  fs::create_directories(outside / "v");
+  std::ofstream(outside / "ext" / "1" / "model.pt") << kMeta;
+  std::ofstream(outside / "v" / "model.pt") << kMeta;
+  std::ofstream(outside / "model.pt") << kMeta;
+  std::ofstream(outside / "config.pbtxt") << "max_batch_size: 1";
+  AddVersion("ok", "1");
+  fs::create_directories(root_);
+  fs::create_directory_symlink(outside / "ext", root_ / "ext");  // a model directory
+  fs::create_directory_symlink(fs::path("..") / outside.filename() / "ext", root_ / "rel");
+  AddVersion("ver", "1");
+  fs::create_directory_symlink(outside / "v", root_ / "ver" / "3");  // a version directory
+  fs::create_directories(root_ / "file" / "1");
+  fs::create_symlink(outside / "model.pt", root_ / "file" / "1" / "model.pt");
+  AddVersion("conf", "1");
+  fs::create_symlink(outside / "config.pbtxt", root_ / "conf" / "config.pbtxt");
+
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  EXPECT_TRUE(LoadStatus(**repo, "ok").ok());
+  for (const char* name : {"ext", "rel"}) {
+    const absl::Status st = LoadStatus(**repo, name);
+    EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << name << ": " << st;
+    EXPECT_NE(st.message().find(absl::StrCat("model directory '", name,
+                                             "' resolves outside the model repository")),
+              absl::string_view::npos) << st;
+    EXPECT_EQ(st.message().find(outside.string()), absl::string_view::npos) << st;
+    EXPECT_EQ((*repo)->Find(name, "").value()->version, "");  // one refused entry
+    EXPECT_EQ((*repo)->LoadModel(name).code(), absl::StatusCode::kPermissionDenied);
+  }
+  // The version inside serves; the one linked outside is listed, refused.
+  EXPECT_EQ((*repo)->Find("ver", "").value()->version, "1");
+  const absl::Status ver3 = (*repo)->Find("ver", "3").value()->load_status;
+  EXPECT_EQ(ver3.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(ver3.message().find("version directory 'ver/3'"), absl::string_view::npos) << ver3;
+  const absl::Status file = LoadStatus(**repo, "file");
+  EXPECT_EQ(file.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(file.message().find("'file/1/model.pt'"), absl::string_view::npos) << file;
+  const absl::Status conf = LoadStatus(**repo, "conf");
+  EXPECT_EQ(conf.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(conf.message().find("'conf/config.pbtxt'"), absl::string_view::npos) << conf;
+  // Runners were made for ok/1 and ver/1 only: nothing outside reached the loader.
+  EXPECT_EQ(loader_.loads(), 2);
+  fs::remove_all(outside);
+}
+
+TEST_F(ModelRepositoryTest, SymlinksInsideTheRepositoryAreFollowed) {
+  AddVersion("m", "1");
+  fs::create_directory_symlink(root_ / "m", root_ / "alias");          // absolute target
+  AddVersion("n", "1");
+  fs::create_directory_symlink(fs::path("..") / "m" / "1", root_ / "n" / "2");  // relative
+  fs::create_directories(root_ / "n" / "3");
+  fs::create_symlink(fs::path("..") / ".." / "m" / "1" / "model.pt",
+                     root_ / "n" / "3" / "model.pt");  // a file
+  // The root itself reached through a link: inside is judged against where it resolves.
+  const fs::path via = root_.string() + "_via";
+  fs::remove(via);
+  fs::create_directory_symlink(root_, via);
+  auto repo = LoadFrom(via);
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  std::vector<std::string> listed;
+  for (const auto& m : (*repo)->List()) {
+    EXPECT_TRUE(m->ready()) << m->name << "/" << m->version << ": " << m->load_status;
+    listed.push_back(m->name + "/" + m->version);
+  }
+  EXPECT_EQ(listed, (std::vector<std::string>{"alias/1", "m/1", "n/1", "n/2", "n/3"}));
+  EXPECT_EQ(loader_.loads(), 5);
+
+  // Re-pointing the alias outside is a change a poll sees; the reload is refused and,
+  // as for any failed reload, the versions loaded from inside keep serving.
+  const fs::path outside = root_.string() + "_outside";
+  fs::create_directories(outside / "1");
+  std::ofstream(outside / "1" / "model.pt") << kMeta;
+  fs::remove(root_ / "alias");
+  fs::create_directory_symlink(outside, root_ / "alias");
+  (*repo)->Poll();
+  EXPECT_EQ(loader_.loads(), 5);
+  EXPECT_TRUE(LoadStatus(**repo, "alias").ok());
+  EXPECT_EQ((*repo)->LoadModel("alias").code(), absl::StatusCode::kPermissionDenied);
+  fs::remove(via);
+  fs::remove_all(outside);
 }
 
 }  // namespace
