@@ -23,7 +23,7 @@ RUN apt-get update -qq \
       g++ make cmake pkg-config \
       libtorch-dev libopenblas0-pthread \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-      libopencv-dev libabsl-dev prometheus-cpp-dev libcli11-dev \
+      libopencv-dev libpng-dev libjpeg62-turbo-dev libabsl-dev prometheus-cpp-dev libcli11-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./

@@ -29,7 +29,9 @@ ABSL_FLAG(std::string, model_repository, "model_repository", "Model repository r
 ABSL_FLAG(std::string, ops_library, gatescope::kAutoOpsLibrary,
           "gatescope op library (.so) to load before models; auto: the one built beside this "
           "binary (../models/ops/libgatescope_ops.so), if present; empty: none");
-ABSL_FLAG(std::string, host, "127.0.0.1", "Address for gRPC and metrics listeners");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "Address for gRPC and metrics listeners: localhost, an IPv4 literal (127.0.0.1, "
+          "0.0.0.0) or an IPv6 literal without brackets (::1, ::)");
 ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0 picks a free one)");
 ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one, -1 disables)");
 ABSL_FLAG(std::string, port_file, "", "If set, write 'grpc=<port> metrics=<port>' here once serving");
@@ -48,10 +50,37 @@ ABSL_FLAG(std::string, model_control, "none",
           "none: models are fixed at start; explicit: the KServe v2 repository API may load and "
           "unload models; poll: the repository directory is polled for new, changed and "
           "removed models");
+ABSL_FLAG(int, preparation_threads, 0,
+          "Threads decoding encoded images before they are queued on their model (0: one per "
+          "core); a model's own workers never decode them");
+ABSL_FLAG(int, preparation_queue, 1024,
+          "Requests whose images may wait for the preparation threads; RESOURCE_EXHAUSTED "
+          "beyond");
 ABSL_FLAG(int64_t, explain_max_bytes, int64_t{256} << 20,
           "Largest peak bytes one explain request may hold (maps of one layer, rollout state, "
           "returned maps; docs/explain.md); larger requests get RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, repository_poll_seconds, 15, "Polling interval with --model_control=poll");
+// gRPC limits (docs/reliability.md); defaults come from ServerOptions.
+ABSL_FLAG(int, max_message_bytes, gatescope::ServerOptions().max_message_bytes,
+          "Largest gRPC request accepted, 1024..1073741824; larger ones get RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, grpc_memory_bytes, gatescope::GrpcLimits().memory_bytes,
+          "gRPC ResourceQuota: memory for all connections' buffers together, "
+          "2 x max_message_bytes..1 TiB");
+ABSL_FLAG(int, grpc_max_threads, gatescope::GrpcLimits().max_threads,
+          "gRPC ResourceQuota: threads of the synchronous services (reflection), 4..65536");
+ABSL_FLAG(int, grpc_max_concurrent_streams, gatescope::GrpcLimits().max_concurrent_streams,
+          "Calls in progress per connection (HTTP/2 MAX_CONCURRENT_STREAMS), 1..65536; "
+          "further calls wait on the client");
+ABSL_FLAG(int, grpc_max_connection_idle_ms, gatescope::GrpcLimits().max_connection_idle_ms,
+          "A connection without calls for this long is closed (GOAWAY), >= 1000");
+ABSL_FLAG(int, grpc_keepalive_time_ms, gatescope::GrpcLimits().keepalive_time_ms,
+          "The server pings a quiet connection this often, >= 1000");
+ABSL_FLAG(int, grpc_keepalive_timeout_ms, gatescope::GrpcLimits().keepalive_timeout_ms,
+          "A keepalive ping unanswered for this long closes the connection, >= 1000");
+ABSL_FLAG(int, grpc_min_ping_interval_ms, gatescope::GrpcLimits().min_recv_ping_interval_ms,
+          "Client pings closer together than this (without data) are strikes, >= 1000");
+ABSL_FLAG(int, grpc_max_ping_strikes, gatescope::GrpcLimits().max_ping_strikes,
+          "Strikes tolerated before the connection is closed (GOAWAY too_many_pings), 1..1000");
 
 namespace gatescope {
 namespace {
@@ -112,6 +141,19 @@ void ParseFlagsOrExit(int argc, char** argv) {
   }
 }
 
+GrpcLimits GrpcLimitsFromFlags() {
+  GrpcLimits g;
+  g.memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
+  g.max_threads = absl::GetFlag(FLAGS_grpc_max_threads);
+  g.max_concurrent_streams = absl::GetFlag(FLAGS_grpc_max_concurrent_streams);
+  g.max_connection_idle_ms = absl::GetFlag(FLAGS_grpc_max_connection_idle_ms);
+  g.keepalive_time_ms = absl::GetFlag(FLAGS_grpc_keepalive_time_ms);
+  g.keepalive_timeout_ms = absl::GetFlag(FLAGS_grpc_keepalive_timeout_ms);
+  g.min_recv_ping_interval_ms = absl::GetFlag(FLAGS_grpc_min_ping_interval_ms);
+  g.max_ping_strikes = absl::GetFlag(FLAGS_grpc_max_ping_strikes);
+  return g;
+}
+
 absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions o;
   o.model_repository = absl::GetFlag(FLAGS_model_repository);
@@ -127,7 +169,11 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.defaults.instances = absl::GetFlag(FLAGS_instances);
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
   o.explain_max_bytes = absl::GetFlag(FLAGS_explain_max_bytes);
+  o.preparation_threads = absl::GetFlag(FLAGS_preparation_threads);
+  o.preparation_queue = absl::GetFlag(FLAGS_preparation_queue);
   o.repository_poll_interval = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.grpc = GrpcLimitsFromFlags();
   const std::string control = absl::GetFlag(FLAGS_model_control);
   if (control == "none") {
     o.model_control = ServerOptions::ModelControl::kNone;

@@ -4,6 +4,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -14,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/batching/dynamic_batcher.h"
+#include "server/batching/preparation_pool.h"
+#include "server/batching/preparing_scheduler.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 #include "server/frontend/grpc/inference_service.h"
@@ -33,6 +36,7 @@ struct Server::State {
   TorchScriptLoader torchscript;  // used when no loader is injected
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<PreparationPool> preparation;  // outlives the models' schedulers
   std::unique_ptr<ModelRepository> repository;
   std::unique_ptr<MetricsHttpServer> metrics_server;
   std::unique_ptr<InferenceService> inference;
@@ -55,7 +59,12 @@ absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
   RepositoryDeps rd;
   rd.loader = deps.loader ? deps.loader : &s.torchscript;
   rd.metrics = s.metrics.get();
-  rd.schedulers = DynamicBatcher::Factory(clock);
+  const int threads = s.options.preparation_threads > 0
+                          ? s.options.preparation_threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  s.preparation = std::make_unique<PreparationPool>(threads, s.options.preparation_queue);
+  rd.schedulers =
+      PreparingScheduler::Wrap(s.preparation.get(), clock, DynamicBatcher::Factory(clock));
   rd.clock = clock;
   GS_ASSIGN_OR_RETURN(s.repository, ModelRepository::Load(repo, std::move(rd)));
   if (s.options.model_control == ServerOptions::ModelControl::kPoll) {
@@ -99,6 +108,16 @@ void WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
   std::rename((path + ".tmp").c_str(), path.c_str());
 }
 
+// The limits of options.grpc that are not channel arguments: one memory and thread quota
+// for the whole server, and the largest message.
+void ApplyQuotaAndMessageSize(const ServerOptions& o, grpc::ServerBuilder& builder) {
+  grpc::ResourceQuota quota("gatescope");
+  quota.Resize(static_cast<size_t>(o.grpc.memory_bytes));
+  quota.SetMaxThreads(o.grpc.max_threads);
+  builder.SetResourceQuota(quota);  // the builder keeps its own reference
+  builder.SetMaxReceiveMessageSize(o.max_message_bytes);
+}
+
 absl::Status StartGrpc(Server::State& s, const Clock* clock) {
   s.inference = std::make_unique<InferenceService>(s.repository.get(), clock);
   s.kserve = std::make_unique<KServeService>(
@@ -107,12 +126,12 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const std::string address = absl::StrCat(s.options.host, ":", s.options.grpc_port);
+  const std::string address = ListenAddress(s.options.host, s.options.grpc_port);
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s.grpc_port);
-  // gRPC sets SO_REUSEPORT by default: a second server on the same port would start and
-  // silently take half the connections. One port, one server.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(s.options.max_message_bytes);
+  for (const auto& [name, value] : GrpcServerArguments(s.options)) {
+    builder.AddChannelArgument(name, value);
+  }
+  ApplyQuotaAndMessageSize(s.options, builder);
   builder.RegisterService(s.inference.get());
   builder.RegisterService(s.kserve.get());
   s.grpc = builder.BuildAndStart();
@@ -122,6 +141,21 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock) {
 }
 
 }  // namespace
+
+std::map<std::string, int> GrpcServerArguments(const ServerOptions& options) {
+  const GrpcLimits& g = options.grpc;
+  return {
+      // gRPC sets SO_REUSEPORT by default: a second server on the same port would start
+      // and silently take half the connections. One port, one server.
+      {GRPC_ARG_ALLOW_REUSEPORT, 0},
+      {GRPC_ARG_MAX_CONCURRENT_STREAMS, g.max_concurrent_streams},
+      {GRPC_ARG_MAX_CONNECTION_IDLE_MS, g.max_connection_idle_ms},
+      {GRPC_ARG_KEEPALIVE_TIME_MS, g.keepalive_time_ms},
+      {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, g.keepalive_timeout_ms},
+      {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, g.min_recv_ping_interval_ms},
+      {GRPC_ARG_HTTP2_MAX_PING_STRIKES, g.max_ping_strikes},
+  };
+}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       ServerDeps deps) {
@@ -147,7 +181,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   GS_RETURN_IF_ERROR(StartGrpc(*state, deps.clock ? deps.clock : RealClock::Get()));
   std::unique_ptr<Server> server(new Server(std::move(state)));
-  GS_LOG(INFO) << "serving gRPC on " << options.host << ":" << server->grpc_port()
+  GS_LOG(INFO) << "serving gRPC on " << ListenAddress(options.host, server->grpc_port())
                << ", metrics on port " << server->metrics_port();
   WritePortFile(options.port_file, server->grpc_port(), server->metrics_port());
   return server;

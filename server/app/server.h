@@ -4,7 +4,9 @@
 // Shutdown; tests start it with fakes.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "server/app/server_options.h"
@@ -19,6 +21,11 @@ struct ServerDeps {
   const ModelLoader* loader = nullptr;  // not owned; outlives the server
   const Clock* clock = nullptr;         // not owned; outlives the server
 };
+
+// The integer channel arguments the gRPC server is built with, by GRPC_ARG_* name:
+// streams per connection, idle and keepalive limits, ping-abuse limits, and no
+// SO_REUSEPORT. (The message size and the ResourceQuota are set on the builder directly.)
+std::map<std::string, int> GrpcServerArguments(const ServerOptions& options);
 
 class Server {
  public:

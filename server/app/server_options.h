@@ -6,12 +6,34 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/config/serving_config.h"
 
 namespace gatescope {
 
 inline constexpr char kAutoOpsLibrary[] = "auto";
+
+// Bounds on what gRPC clients may make the server hold (docs/reliability.md). Each field
+// becomes one ServerBuilder setting (GrpcServerArguments in server.h, ResourceQuota).
+struct GrpcLimits {
+  // ResourceQuota size: the memory gRPC may take for every connection's buffers together.
+  // gRPC 1.51 reads a message whole before checking max_message_bytes, so this, not
+  // max_message_bytes, bounds what oversized messages can pin: a call whose buffers would
+  // exceed it is reset (ENHANCE_YOUR_CALM; the client sees RESOURCE_EXHAUSTED).
+  int64_t memory_bytes = int64_t{1} << 30;
+  // ResourceQuota::SetMaxThreads: threads of the synchronous services (reflection); the
+  // callback services and Torch's workers are outside it.
+  int max_threads = 64;
+  int max_concurrent_streams = 128;  // calls in progress on one connection
+  int max_connection_idle_ms = 5 * 60 * 1000;  // a connection without calls is closed (GOAWAY)
+  int keepalive_time_ms = 60 * 1000;  // the server pings a quiet connection this often...
+  int keepalive_timeout_ms = 20 * 1000;  // ...and closes it if the ack takes longer
+  // Client pings closer together than this without data count as strikes; after more
+  // than max_ping_strikes the connection is closed (GOAWAY too_many_pings).
+  int min_recv_ping_interval_ms = 10 * 1000;
+  int max_ping_strikes = 2;
+};
 
 struct ServerOptions {
   std::string model_repository = "model_repository";
@@ -20,6 +42,8 @@ struct ServerOptions {
   std::string ops_library;
   // If set, "grpc=<port> metrics=<port>" is written there (atomically) once serving.
   std::string port_file;
+  // Where gRPC and /metrics listen: "localhost", an IPv4 literal ("127.0.0.1", "0.0.0.0")
+  // or an IPv6 literal without brackets ("::1", "::"); see ValidateHost.
   std::string host = "127.0.0.1";
   int grpc_port = 8001;     // 0 picks a free port
   int metrics_port = 8002;  // 0 picks a free port; -1 disables /metrics
@@ -31,11 +55,33 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(10);  // Shutdown: time for calls in flight
   int64_t explain_max_bytes = int64_t{256} << 20;    // per explain request
   int max_message_bytes = 16 << 20;                  // largest request accepted
+  // Threads decoding encoded images before they are queued (PreparationPool; 0: one per
+  // core) and how many requests' images may wait for them (RESOURCE_EXHAUSTED beyond).
+  // Decode memory at once is at most threads x one image (kMaxInputPixels x 3 bytes).
+  int preparation_threads = 0;
+  int preparation_queue = 1024;
+  GrpcLimits grpc;
 };
 
-// INVALID_ARGUMENT naming the first option out of range (ports 0..65535, metrics -1 too;
-// threads >= 0; batch size 1..4096; queue size >= 1; delay and timeouts >= 0; instances
-// 1..64; poll interval > 0; explain cap > 0; message size 1 KiB..1 GiB).
+// INVALID_ARGUMENT naming the first option out of range (host per ValidateHost; ports
+// 0..65535, metrics -1 too; threads >= 0; batch size 1..4096; queue size >= 1; delay and
+// timeouts >= 0; instances 1..64; poll interval > 0; explain cap > 0; message size
+// 1 KiB..1 GiB; the gRPC limits per ValidateGrpcLimits).
 absl::Status ValidateServerOptions(const ServerOptions& options);
+
+// OK for "localhost", an IPv4 literal or an IPv6 literal (no brackets, no zone);
+// INVALID_ARGUMENT otherwise: other host names are refused rather than resolved, so what
+// the server binds never depends on DNS.
+absl::Status ValidateHost(absl::string_view host);
+
+// "host:port" as gRPC parses it: IPv6 literals bracketed ("[::1]:8001"). `host` valid.
+std::string ListenAddress(absl::string_view host, int port);
+
+// INVALID_ARGUMENT naming the first limit out of range: memory 2 x max_message_bytes..1 TiB
+// (measured: a quota equal to max_message_bytes resets a message of 90% of it, twice
+// receives one of the full size), threads 4..65536, streams
+// 1..65536, idle, keepalive time and timeout and ping interval 1000 ms..INT_MAX, ping
+// strikes 1..1000 (gRPC reads 0 as unlimited).
+absl::Status ValidateGrpcLimits(const GrpcLimits& limits, int max_message_bytes);
 
 }  // namespace gatescope

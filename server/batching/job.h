@@ -24,6 +24,15 @@ class Job {
   // or by an executor for a job it cannot run. Called at most once, instead of running
   // the job; may run on any thread and must not block.
   virtual void Refuse(absl::Status status) = 0;
+
+  // Whether the job has CPU-heavy input work (decoding an encoded image) that should run
+  // before it is queued, on a preparation thread (PreparingScheduler), rather than on the
+  // model's instance worker where it would hold up every request of the model. Cheap.
+  virtual bool prepares_ahead() const { return false; }
+  // That work; called at most once, on a preparation thread, before the job is queued
+  // (the queue's hand-off publishes its results to the worker). On error the job is
+  // refused with it, unqueued. Must not throw.
+  virtual absl::Status PrepareAhead() { return absl::OkStatus(); }
 };
 
 // A job and how it is scheduled.

@@ -37,31 +37,56 @@ std::string Response(const std::string& status, const std::string& type,
                       "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
 }
 
+// A socket address for `host` ("localhost": 127.0.0.1; an IPv4 or IPv6 literal) and `port`;
+// INVALID_ARGUMENT for anything else (names are not resolved).
+absl::StatusOr<sockaddr_storage> SocketAddress(const std::string& host, int port, socklen_t* len) {
+  sockaddr_storage storage{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
+  const std::string literal = host == "localhost" ? "127.0.0.1" : host;
+  if (inet_pton(AF_INET, literal.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    *len = sizeof(sockaddr_in);
+  } else if (inet_pton(AF_INET6, literal.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    *len = sizeof(sockaddr_in6);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics host must be localhost or an IPv4/IPv6 literal: ", host));
+  }
+  return storage;
+}
+
+int PortOf(const sockaddr_storage& addr) {
+  return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port)
+                                    : ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
     std::function<void()> before_scrape) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("metrics host must be IPv4: ", host));
-  }
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError("socket() failed");
-  const int one = 1;
+  socklen_t len = 0;
+  absl::StatusOr<sockaddr_storage> addr = SocketAddress(host, port, &len);
+  if (!addr.ok()) return addr.status();
+  auto* sa = reinterpret_cast<sockaddr*>(&*addr);
+  const int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket() failed: ", std::strerror(errno)));
+  const int one = 1, zero = 0;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 64) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+  // "::" takes IPv4 too, as gRPC's "[::]:port" does, whatever the system default.
+  if (addr->ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+  if (bind(fd, sa, len) != 0 || listen(fd, 64) != 0 || getsockname(fd, sa, &len) != 0) {
     const std::string err = std::strerror(errno);
     close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":", port, ": ", err));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", host, " port ", port, ": ", err));
   }
   std::unique_ptr<MetricsHttpServer> server(
-      new MetricsHttpServer(fd, ntohs(addr.sin_port), std::move(registry),
-                            std::move(before_scrape)));
+      new MetricsHttpServer(fd, PortOf(*addr), std::move(registry), std::move(before_scrape)));
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });
   return server;
 }

@@ -4,12 +4,11 @@
 
 #include <cmath>
 #include <cstring>
-#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "server/preprocess/image_header.h"
 #include "absl/strings/str_join.h"
+#include "server/preprocess/image_codec.h"
 
 namespace gatescope {
 namespace {
@@ -60,27 +59,17 @@ absl::Status CheckPixelShape(const std::vector<int64_t>& shape, const InputSpec&
 absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& spec,
                                        ImageSize* output_size) {
   if (bytes.empty()) return absl::InvalidArgumentError("image is empty");
-  // Refused before decoding: OpenCV would allocate whatever the header declares.
-  if (const auto declared = DeclaredImageSize(bytes)) {
-    if (absl::Status st = CheckInputSize(*declared, spec, "image"); !st.ok()) return st;
-  }
+  // The size is checked from the decoder's own header read before any pixel is allocated.
+  const absl::StatusOr<ImageHeader> header = ReadImageHeader(bytes);
+  if (!header.ok()) return header.status();
+  if (absl::Status st = CheckInputSize(header->size, spec, "image"); !st.ok()) return st;
   const bool gray = spec.color() == "gray";
-  cv::Mat decoded;
-  try {
-    const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1,
-                      const_cast<char*>(bytes.data()));
-    decoded = cv::imdecode(raw, gray ? cv::IMREAD_GRAYSCALE : cv::IMREAD_COLOR);
-  } catch (const cv::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("image could not be decoded: ", e.what()));
-  }
-  if (decoded.empty()) {
-    return absl::InvalidArgumentError("image could not be decoded (PNG or JPEG expected)");
-  }
+  DecodeRequest request{gray, spec.any_size() ? ImageSize{} : ModelSize(spec)};
+  absl::StatusOr<cv::Mat> pixels = DecodeImagePixels(bytes, *header, request);
+  if (!pixels.ok()) return pixels.status();
+  const cv::Mat& decoded = *pixels;  // RGB or gray, possibly scaled down (JPEG)
   const ImageSize model = ModelSize(spec);
-  const ImageSize own{decoded.rows, decoded.cols};
-  if (spec.any_size()) {
-    if (absl::Status st = CheckInputSize(own, spec, "image"); !st.ok()) return st;
-  }
+  const ImageSize own = header->size;
   const int h = static_cast<int>(model.height), w = static_cast<int>(model.width);
   cv::Mat resized = decoded;
   try {
@@ -89,7 +78,6 @@ absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& 
       cv::resize(decoded, resized, cv::Size(w, h), 0, 0,
                  shrink ? cv::INTER_AREA : cv::INTER_LINEAR);
     }
-    if (!gray) cv::cvtColor(resized, resized, cv::COLOR_BGR2RGB);
   } catch (const cv::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("image could not be resized: ", e.what()));
   }

@@ -15,7 +15,9 @@
 
 namespace gatescope {
 
-// Decodes PNG or JPEG bytes and converts them to the spec's colour (gray or RGB). With
+// Decodes PNG or JPEG bytes (image_codec.h: only those formats, size checked from the
+// decoder's header before decoding, JPEGs for a smaller model decoded at a reduced scale)
+// in the spec's colour (gray or RGB). With
 // spec.any_size the image keeps its own size when decoded (checked by CheckInputSize) and
 // is resized to [H, W] by ToModelInput (kept with native_size); otherwise OpenCV resizes it
 // to [H, W] (area filter when shrinking, bilinear when enlarging). Then normalises.

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -9,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/preprocess/image.h"
-#include "server/preprocess/image_header.h"
+#include "server/preprocess/image_codec.h"
 
 namespace gatescope {
 namespace {
@@ -24,6 +25,15 @@ uint64_t EncodedSizeKey(const InputSpec& spec, std::string_view bytes) {
   if (!spec.native_size()) return 0;
   const std::optional<ImageSize> declared = DeclaredImageSize(bytes);
   return declared ? SizeKey(spec, declared->height, declared->width) : 0;
+}
+
+bool AllFinite(std::string_view float32s) {
+  for (size_t at = 0; at + 4 <= float32s.size(); at += 4) {
+    float v;
+    std::memcpy(&v, float32s.data() + at, 4);
+    if (!std::isfinite(v)) return false;
+  }
+  return true;
 }
 
 int64_t Product(const std::vector<int64_t>& v, size_t from) {
@@ -45,7 +55,7 @@ absl::StatusOr<std::vector<ImageInput>> EncodedImages(const KServeInput& in,
   std::vector<ImageInput> makers;
   for (std::string_view item : in.elements) {
     makers.push_back({[item, spec](ImageSize* size) { return DecodeImage(item, spec, size); },
-                      EncodedSizeKey(spec, item)});
+                      EncodedSizeKey(spec, item), !spec.native_size()});
   }
   return makers;
 }
@@ -97,6 +107,11 @@ absl::StatusOr<std::vector<ImageInput>> PixelTensors(const KServeInput& in,
     std::string_view slice = in.data.substr(b * example_bytes, example_bytes);
     if (fp32 && !spec.any_size()) {
       makers.push_back({[slice, example, owned](ImageSize* size) -> absl::StatusOr<at::Tensor> {
+        // Policy for non-finite inputs: refused, like non-finite pixels (PixelsToTensor);
+        // a NaN would otherwise come back as NaN outputs with OK.
+        if (!AllFinite(slice)) {
+          return absl::InvalidArgumentError("FP32 input has non-finite values (NaN or Inf)");
+        }
         at::Tensor t = at::empty(example, at::kFloat);
         std::memcpy(t.data_ptr(), slice.data(), slice.size());
         if (size != nullptr) *size = {example[1], example[2]};
@@ -121,7 +136,7 @@ absl::StatusOr<ImageInput> V1ImageInput(bool has_input, bool is_image, const std
   if (is_image) {
     if (image.empty()) return absl::InvalidArgumentError("image is empty");
     return ImageInput{[&image, spec](ImageSize* size) { return DecodeImage(image, spec, size); },
-                      EncodedSizeKey(spec, image)};
+                      EncodedSizeKey(spec, image), !spec.native_size()};
   }
   if (tensor.dtype() != v1::Tensor::UINT8 && tensor.dtype() != v1::Tensor::FLOAT32) {
     return absl::InvalidArgumentError("tensor.dtype must be UINT8 or FLOAT32");

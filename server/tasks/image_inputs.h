@@ -1,5 +1,5 @@
-// The inputs of the image tasks, from either API, as makers that build one example on the
-// worker thread (decoding is CPU-bound and never runs on a gRPC thread).
+// The inputs of the image tasks, from either API, as makers that build one example off the
+// gRPC threads (decoding is CPU-bound): on a preparation thread or the model's worker.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +28,11 @@ using ImageMaker = std::function<absl::StatusOr<at::Tensor>(ImageSize* size)>;
 struct ImageInput {
   ImageMaker make;
   uint64_t shape_key = 0;
+  // Made before queuing, on a preparation thread (Job::prepares_ahead): encoded images of
+  // models whose examples have the model's own size. Images a native_size model takes at
+  // their own size are made on the worker instead, so that a queue of them holds encoded
+  // bytes, not decoded pixels (their decode is short next to their forward pass).
+  bool ahead = false;
 };
 
 // The `image` (encoded PNG/JPEG) or `tensor` (pixels) of a gatescope.v1 request.

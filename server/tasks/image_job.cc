@@ -12,9 +12,20 @@ ImageJob::ImageJob(ImageInput input, Writer write, Done done,
       shape_key_(input.shape_key),
       write_(std::move(write)),
       done_(std::move(done)),
-      explanation_(std::move(explanation)) {}
+      explanation_(std::move(explanation)),
+      ahead_(input.ahead) {}
 
-absl::StatusOr<at::Tensor> ImageJob::Prepare() { return make_(&size_); }
+absl::Status ImageJob::PrepareAhead() {
+  example_ = Guarded("preparing the input", [&] { return make_(&size_); });
+  return example_->status();
+}
+
+absl::StatusOr<at::Tensor> ImageJob::Prepare() {
+  if (!example_) return make_(&size_);
+  absl::StatusOr<at::Tensor> example = *std::move(example_);
+  example_.reset();
+  return example;
+}
 
 absl::StatusOr<ExplainPass> ImageJob::BeginExplain() {
   if (!explanation_) return absl::InternalError("not an explanation job");

@@ -1,5 +1,5 @@
-// The one job class of the image tasks, for both APIs: it builds its example on the
-// worker (remembering the input's size), runs an explanation pass when it carries one,
+// The one job class of the image tasks, for both APIs: it builds its example (remembering
+// the input's size) ahead of queuing when its input says so, otherwise on the worker, runs an explanation pass when it carries one,
 // and hands the outputs with that size to its writer. Writing is guarded, so an exception
 // becomes INTERNAL and the request still finishes exactly once.
 #pragma once
@@ -38,6 +38,8 @@ class ImageJob final : public InferenceJob {
 
   bool explains() const override { return explanation_.has_value(); }
   uint64_t shape_key() const override { return shape_key_; }
+  bool prepares_ahead() const override { return ahead_; }
+  absl::Status PrepareAhead() override;
   absl::StatusOr<at::Tensor> Prepare() override;
   absl::StatusOr<ExplainPass> BeginExplain() override;
   void Finish(absl::StatusOr<NamedTensors> outputs) override;
@@ -48,7 +50,11 @@ class ImageJob final : public InferenceJob {
   const Writer write_;
   const Done done_;
   const std::optional<Explanation> explanation_;
-  ImageSize size_;  // written by Prepare, read later on the same worker thread
+  const bool ahead_;
+  // Written by PrepareAhead (preparation thread) or Prepare, read later on the worker
+  // thread; the batcher's queue orders the two threads.
+  std::optional<absl::StatusOr<at::Tensor>> example_;
+  ImageSize size_;
 };
 
 }  // namespace gatescope

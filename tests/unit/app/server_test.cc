@@ -2,12 +2,23 @@
 // main.cc starts, checked through real gRPC clients.
 #include "server/app/server.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/time/clock.h"
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "inference/grpc_service.grpc.pb.h"
@@ -172,6 +183,359 @@ TEST_F(ServerTest, KServeBatchesBeyondTheModelsMaxBatchSizeAreRefused) {
   const grpc::Status st = WithDeadline([&](auto* c) { return kserve->ModelInfer(c, three, &out); });
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(st.error_message().find("max_batch_size 2"), std::string::npos);
+}
+
+// ---- gRPC limits (docs/reliability.md) ----
+
+TEST(GrpcServerArgumentsTest, EveryLimitReachesTheBuilderArguments) {
+  ServerOptions o;
+  const std::map<std::string, int> defaults = GrpcServerArguments(o);
+  EXPECT_EQ(defaults, (std::map<std::string, int>{
+                          {GRPC_ARG_ALLOW_REUSEPORT, 0},
+                          {GRPC_ARG_MAX_CONCURRENT_STREAMS, 128},
+                          {GRPC_ARG_MAX_CONNECTION_IDLE_MS, 300000},
+                          {GRPC_ARG_KEEPALIVE_TIME_MS, 60000},
+                          {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000},
+                          {GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000},
+                          {GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2},
+                      }));
+  EXPECT_EQ(o.grpc.memory_bytes, int64_t{1} << 30);
+  o.grpc.max_concurrent_streams = 4;
+  o.grpc.max_connection_idle_ms = 1500;
+  o.grpc.keepalive_time_ms = 2000;
+  o.grpc.keepalive_timeout_ms = 3000;
+  o.grpc.min_recv_ping_interval_ms = 4000;
+  o.grpc.max_ping_strikes = 5;
+  const auto set = GrpcServerArguments(o);
+  EXPECT_EQ(set.at(GRPC_ARG_MAX_CONCURRENT_STREAMS), 4);
+  EXPECT_EQ(set.at(GRPC_ARG_MAX_CONNECTION_IDLE_MS), 1500);
+  EXPECT_EQ(set.at(GRPC_ARG_KEEPALIVE_TIME_MS), 2000);
+  EXPECT_EQ(set.at(GRPC_ARG_KEEPALIVE_TIMEOUT_MS), 3000);
+  EXPECT_EQ(set.at(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS), 4000);
+  EXPECT_EQ(set.at(GRPC_ARG_HTTP2_MAX_PING_STRIKES), 5);
+}
+
+TEST(ServerOptionsTest, LimitsAndHostsOutOfRangeAreRefusedByName) {
+  struct Case {
+    void (*set)(ServerOptions&);
+    const char* message;
+  };
+  using O = ServerOptions;
+  const Case cases[] = {
+      {[](O& o) { o.grpc.memory_bytes = (32 << 20) - 1; },
+       "grpc_memory_bytes = 33554431 is out of range (2 x max_message_bytes = 33554432..1 TiB)"},
+      {[](O& o) { o.grpc.max_threads = 3; }, "grpc_max_threads = 3 is out of range (4..65536)"},
+      {[](O& o) { o.grpc.max_concurrent_streams = 0; }, "grpc_max_concurrent_streams = 0"},
+      {[](O& o) { o.grpc.max_connection_idle_ms = 999; }, "grpc_max_connection_idle_ms = 999"},
+      {[](O& o) { o.grpc.keepalive_time_ms = -1; }, "grpc_keepalive_time_ms = -1"},
+      {[](O& o) { o.grpc.keepalive_timeout_ms = 0; }, "grpc_keepalive_timeout_ms = 0"},
+      {[](O& o) { o.grpc.min_recv_ping_interval_ms = 0; }, "grpc_min_ping_interval_ms = 0"},
+      // gRPC reads 0 strikes as "unlimited": refused.
+      {[](O& o) { o.grpc.max_ping_strikes = 0; }, "grpc_max_ping_strikes = 0"},
+      {[](O& o) { o.max_message_bytes = 1023; }, "max_message_bytes = 1023"},
+      {[](O& o) { o.host = "example.com"; }, "host = 'example.com' is not localhost"},
+      {[](O& o) { o.host = "[::1]"; }, "host = '[::1]'"},
+      {[](O& o) { o.host = ""; }, "host = ''"},
+  };
+  for (const Case& c : cases) {
+    ServerOptions o;
+    c.set(o);
+    const absl::Status st = ValidateServerOptions(o);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_NE(st.message().find(c.message), absl::string_view::npos) << st;
+  }
+  for (const char* host :
+       {"localhost", "127.0.0.1", "0.0.0.0", "::1", "::", "10.1.2.3", "fd00::2"}) {
+    ServerOptions o;
+    o.host = host;
+    EXPECT_TRUE(ValidateServerOptions(o).ok()) << host << ": " << ValidateServerOptions(o);
+  }
+  EXPECT_EQ(ListenAddress("::1", 8001), "[::1]:8001");
+  EXPECT_EQ(ListenAddress("::", 0), "[::]:0");
+  EXPECT_EQ(ListenAddress("127.0.0.1", 8001), "127.0.0.1:8001");
+  EXPECT_EQ(ListenAddress("localhost", 9), "localhost:9");
+}
+
+// GET /metrics from host:port over plain sockets; the body, or "" if unreachable.
+std::string Scrape(const std::string& host, int port) {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&addr);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(*v4);
+  } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(port));
+    len = sizeof(*v6);
+  } else {
+    return "";
+  }
+  const int fd = socket(addr.ss_family, SOCK_STREAM, 0);
+  std::string reply;
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0) {
+    const std::string get = "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n";
+    if (send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) reply.append(buf, n);
+    }
+  }
+  if (fd >= 0) close(fd);
+  return reply;
+}
+
+// The value of gatescope_pending_requests{model="m"} in a scrape; -1 if absent.
+int PendingRequests(const std::string& scrape) {
+  const std::string series = "gatescope_pending_requests{model=\"m\"} ";
+  const size_t at = scrape.find(series);
+  if (at == std::string::npos) return -1;
+  const size_t end = scrape.find('\n', at);
+  double value = -1;
+  const std::string text = scrape.substr(at + series.size(), end - at - series.size());
+  if (!absl::SimpleAtod(text, &value)) return -1;
+  return static_cast<int>(value);
+}
+
+// A FakeLoader whose runners start held: Predict blocks until Release, so calls stay in
+// progress at the server.
+class HoldingLoader : public testing::FakeLoader {
+ public:
+  absl::StatusOr<std::unique_ptr<ModelRunner>> Load(const std::string& path,
+                                                    const InstanceSpec& spec) const override {
+    auto runner = FakeLoader::Load(path, spec);
+    if (runner.ok()) {
+      auto* fake = static_cast<testing::FakeRunner*>(runner->get());
+      fake->Hold();
+      absl::MutexLock l(&held_mu_);
+      held_.push_back(fake);
+    }
+    return runner;
+  }
+  testing::FakeRunner* runner() {
+    absl::MutexLock l(&held_mu_);
+    return held_.at(0);
+  }
+  void Release() {
+    absl::MutexLock l(&held_mu_);
+    for (auto* r : held_) r->Release();
+  }
+
+ private:
+  mutable absl::Mutex held_mu_;
+  mutable std::vector<testing::FakeRunner*> held_ ABSL_GUARDED_BY(held_mu_);
+};
+
+v1::PredictRequest SmallPredict() {
+  v1::PredictRequest predict;
+  predict.set_model_name("m");
+  predict.mutable_tensor()->set_dtype(v1::Tensor::UINT8);
+  predict.mutable_tensor()->add_shape(2);
+  predict.mutable_tensor()->add_shape(2);
+  predict.mutable_tensor()->set_data(std::string(4, '\1'));
+  return predict;
+}
+
+// Starts a server with `streams` per connection and a model that holds every call, opens
+// `calls` Predict calls at once on one channel, and returns the most calls the server had
+// in progress (the one in the model plus the queue). All calls must then finish OK.
+int CallsInProgressAtTheServer(const ServerOptions& base, int streams, int calls) {
+  HoldingLoader loader;
+  ServerOptions options = base;
+  options.grpc.max_concurrent_streams = streams;
+  options.defaults.max_batch_size = 1;  // the model holds exactly one call
+  auto server = Server::Start(options, {&loader, nullptr});
+  if (!server.ok()) {
+    ADD_FAILURE() << server.status();
+    return -1;
+  }
+  absl::Cleanup release = [&loader] { loader.Release(); };  // before the server drains
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  // One finished call first, so the server's SETTINGS (the stream limit) have arrived.
+  grpc::health::v1::HealthCheckResponse health;
+  EXPECT_TRUE(WithDeadline([&](auto* c) {
+    return grpc::health::v1::Health::NewStub(channel)->Check(
+        c, grpc::health::v1::HealthCheckRequest(), &health);
+  }).ok());
+  auto stub = v1::Inference::NewStub(channel);
+  const v1::PredictRequest request = SmallPredict();
+  std::vector<grpc::ClientContext> contexts(calls);
+  std::vector<v1::PredictResponse> responses(calls);
+  std::vector<grpc::Status> statuses(calls);
+  absl::BlockingCounter done(calls);
+  for (int i = 0; i < calls; ++i) {
+    contexts[i].set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    stub->async()->Predict(&contexts[i], &request, &responses[i], [&, i](grpc::Status st) {
+      statuses[i] = std::move(st);
+      done.DecrementCount();
+    });
+  }
+  loader.runner()->AwaitEntered(1);
+  // The queue grows while calls arrive: its largest size over 1.5 s (or until every call
+  // but the held one is queued) is what the connection let through.
+  int pending = 0;
+  for (absl::Time end = absl::Now() + absl::Milliseconds(1500);
+       pending < calls - 1 && absl::Now() < end; absl::SleepFor(absl::Milliseconds(20))) {
+    pending = std::max(pending, PendingRequests(Scrape("127.0.0.1", (*server)->metrics_port())));
+  }
+  loader.Release();
+  done.Wait();
+  for (int i = 0; i < calls; ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].error_message();
+    EXPECT_EQ(responses[i].classes(0).label(), "c") << i;
+  }
+  return 1 + pending;
+}
+
+TEST_F(ServerTest, OneConnectionHasAtMostTheStreamLimitOfCallsInProgress) {
+  // With the limit, the calls beyond it wait on the client until earlier ones finish;
+  // with the default limit all of them reach the server (the measure can see more).
+  EXPECT_EQ(CallsInProgressAtTheServer(Options(), 4, 10), 4);
+  EXPECT_EQ(CallsInProgressAtTheServer(Options(), 128, 10), 10);
+}
+
+TEST_F(ServerTest, AnOversizedMessageIsRefusedAndTheServerKeepsServing) {
+  ServerOptions options = Options();
+  options.max_message_bytes = 1024;
+  auto server = Server::Start(options, {&loader_, nullptr});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::Inference::NewStub(Connect((*server)->grpc_port()));
+  v1::PredictRequest big = SmallPredict();
+  big.mutable_tensor()->set_shape(0, 64);
+  big.mutable_tensor()->set_shape(1, 64);
+  big.mutable_tensor()->set_data(std::string(64 * 64, '\1'));  // 4 KiB > 1 KiB
+  v1::PredictResponse response;
+  const grpc::Status refused =
+      WithDeadline([&](auto* c) { return stub->Predict(c, big, &response); });
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  const v1::PredictRequest small = SmallPredict();
+  for (int i = 0; i < 3; ++i) {
+    const grpc::Status ok =
+        WithDeadline([&](auto* c) { return stub->Predict(c, small, &response); });
+    ASSERT_TRUE(ok.ok()) << ok.error_message();
+    EXPECT_EQ(response.classes(0).label(), "c");
+  }
+}
+
+TEST_F(ServerTest, AMessageBeyondTheMemoryQuotaIsCutBeforeItIsRead) {
+  // gRPC reads a message whole before comparing it with max_message_bytes; the quota is
+  // what stops one that would not fit (docs/reliability.md has the memory measured).
+  ServerOptions options = Options();
+  options.max_message_bytes = 1 << 20;
+  options.grpc.memory_bytes = 2 << 20;
+  auto server = Server::Start(options, {&loader_, nullptr});
+  ASSERT_TRUE(server.ok()) << server.status();
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(-1);
+  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string((*server)->grpc_port()),
+                                           grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::Inference::NewStub(channel);
+  v1::PredictRequest big = SmallPredict();
+  big.mutable_tensor()->set_shape(0, 4096);
+  big.mutable_tensor()->set_shape(1, 4096);
+  big.mutable_tensor()->set_data(std::string(4096 * 4096, '\1'));  // 16 MiB
+  v1::PredictResponse response;
+  const grpc::Status cut = WithDeadline([&](auto* c) { return stub->Predict(c, big, &response); });
+  EXPECT_EQ(cut.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << cut.error_message();
+  // Reset by the quota (ENHANCE_YOUR_CALM = 11), not refused after reading it whole.
+  EXPECT_NE(cut.error_message().find("RST_STREAM with error code 11"), std::string::npos)
+      << cut.error_message();
+  // The reset call's buffers are given back asynchronously: until then small calls may be
+  // reset too (RESOURCE_EXHAUSTED, nothing else); the server serves again within 5 s.
+  const v1::PredictRequest small = SmallPredict();
+  const absl::Time cut_at = absl::Now();
+  grpc::Status st;
+  while (true) {
+    st = WithDeadline([&](auto* c) { return stub->Predict(c, small, &response); });
+    if (st.ok() || absl::Now() - cut_at > absl::Seconds(5)) break;
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  RecordProperty("serving_again_after_ms",
+                 static_cast<int>(absl::ToInt64Milliseconds(absl::Now() - cut_at)));
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(response.classes(0).label(), "c");
+}
+
+// How long a channel stays READY after one call, up to `limit`.
+absl::Duration ReadyAfterOneCall(const ServerOptions& options, const testing::FakeLoader* loader,
+                                 absl::Duration limit) {
+  auto server = Server::Start(options, {loader, nullptr});
+  if (!server.ok()) {
+    ADD_FAILURE() << server.status();
+    return absl::ZeroDuration();
+  }
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*server)->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  v1::PredictResponse response;
+  EXPECT_TRUE(WithDeadline([&](auto* c) {
+    return v1::Inference::NewStub(channel)->Predict(c, SmallPredict(), &response);
+  }).ok());
+  const absl::Time start = absl::Now();
+  EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  channel->WaitForStateChange(GRPC_CHANNEL_READY, absl::ToChronoTime(start + limit));
+  return absl::Now() - start;
+}
+
+TEST_F(ServerTest, AnIdleConnectionIsClosedAfterTheIdleLimit) {
+  ServerOptions options = Options();
+  options.grpc.max_connection_idle_ms = 1000;
+  const absl::Duration idle = ReadyAfterOneCall(options, &loader_, absl::Seconds(10));
+  RecordProperty("closed_after_ms", static_cast<int>(absl::ToInt64Milliseconds(idle)));
+  EXPECT_GE(idle, absl::Milliseconds(500)) << idle;  // not at once...
+  EXPECT_LT(idle, absl::Seconds(5)) << idle;           // ...but soon after the limit
+  // With the default limit (5 min) the same connection is still open after 2 s.
+  EXPECT_GE(ReadyAfterOneCall(Options(), &loader_, absl::Seconds(2)), absl::Seconds(2));
+}
+
+// ---- hosts ----
+
+bool Ipv6LoopbackAvailable() {
+  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+// Starts on `host`, then checks a Predict through `grpc_target` (a gRPC target with
+// "%d" for the port) and a /metrics scrape on `metrics_ip`.
+void ExpectServesOn(const ServerOptions& base, const testing::FakeLoader* loader,
+                    const std::string& host, const std::string& grpc_host,
+                    const std::string& metrics_ip) {
+  ServerOptions options = base;
+  options.host = host;
+  auto server = Server::Start(options, {loader, nullptr});
+  ASSERT_TRUE(server.ok()) << host << ": " << server.status();
+  auto channel = grpc::CreateChannel(absl::StrCat(grpc_host, ":", (*server)->grpc_port()),
+                                     grpc::InsecureChannelCredentials());
+  v1::PredictResponse response;
+  const grpc::Status st = WithDeadline([&](auto* c) {
+    return v1::Inference::NewStub(channel)->Predict(c, SmallPredict(), &response);
+  });
+  ASSERT_TRUE(st.ok()) << host << " via " << grpc_host << ": " << st.error_message();
+  EXPECT_EQ(response.classes(0).label(), "c");
+  const std::string scrape = Scrape(metrics_ip, (*server)->metrics_port());
+  EXPECT_EQ(scrape.rfind("HTTP/1.1 200 OK", 0), 0u) << host << " metrics via " << metrics_ip;
+  EXPECT_EQ(PendingRequests(scrape), 0) << scrape.substr(0, 200);
+}
+
+TEST_F(ServerTest, ListensOnLocalhostAndIpv4Literals) {
+  ExpectServesOn(Options(), &loader_, "localhost", "localhost", "127.0.0.1");
+  ExpectServesOn(Options(), &loader_, "localhost", "127.0.0.1", "127.0.0.1");
+  ExpectServesOn(Options(), &loader_, "0.0.0.0", "127.0.0.1", "127.0.0.1");
+}
+
+TEST_F(ServerTest, ListensOnIpv6LoopbackAndAny) {
+  if (!Ipv6LoopbackAvailable()) GTEST_SKIP() << "no IPv6 loopback (::1) in this environment";
+  ExpectServesOn(Options(), &loader_, "::1", "[::1]", "::1");
+  ExpectServesOn(Options(), &loader_, "::", "[::1]", "::1");
+  ExpectServesOn(Options(), &loader_, "::", "127.0.0.1", "127.0.0.1");  // dual stack
 }
 
 }  // namespace

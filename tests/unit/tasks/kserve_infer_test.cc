@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "server/api/infer_results.h"
 #include "tests/unit/tasks/task_test_util.h"
@@ -177,6 +179,60 @@ TEST(KServeInferTest, DetectorsAddPaddedDetections) {
   std::memcpy(&count, response.raw_output_contents(3).data(), 8);
   EXPECT_EQ(count, 1);
   EXPECT_EQ(response.outputs(2).datatype(), "INT64");
+}
+
+}  // namespace
+}  // namespace gatescope
+
+namespace gatescope {
+namespace {
+
+// Non-finite model inputs are refused (the documented policy), not answered with NaN.
+TEST(KServeInferTest, NonFiniteFp32InputsAreRefused) {
+  auto task = TaskFrom(kClassifier);
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    kv::ModelInferRequest request;
+    auto* in = request.add_inputs();
+    in->set_name("input");
+    in->set_datatype("FP32");
+    for (int64_t d : {1, 1, 2, 2}) in->add_shape(d);
+    const float values[4] = {0.f, 0.5f, bad, 1.f};
+    request.add_raw_input_contents(std::string(reinterpret_cast<const char*>(values), 16));
+    kv::ModelInferResponse response;
+    Outcome outcome;
+    auto results = std::make_shared<InferResults>(&request, &response, outcome.Done());
+    auto jobs = task->Infer(request, results);
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    auto example = (*jobs)[0]->Prepare();
+    ASSERT_FALSE(example.ok());
+    EXPECT_EQ(example.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(example.status().message().find("non-finite"), std::string::npos);
+  }
+}
+
+// Encoded images are decoded before queuing; pixel tensors need no preparation thread.
+TEST(KServeInferTest, OnlyEncodedImagesArePreparedAhead) {
+  auto task = TaskFrom(kClassifier);
+  kv::ModelInferRequest pixels = Pixels(1, 2, 2);
+  kv::ModelInferRequest images;
+  auto* in = images.add_inputs();
+  in->set_name("input");
+  in->set_datatype("BYTES");
+  in->add_shape(1);
+  in->mutable_contents()->add_bytes_contents("\x89PNG\r\n\x1a\n not really");
+  kv::ModelInferResponse response;
+  for (auto* request : {&pixels, &images}) {
+    auto results = std::make_shared<InferResults>(request, &response, nullptr);
+    auto jobs = task->Infer(*request, results);
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    EXPECT_EQ((*jobs)[0]->prepares_ahead(), request == &images);
+  }
+  auto detector = TaskFrom(kDetector);  // native_size: decoded on the worker
+  kv::ModelInferRequest native = images;
+  auto results = std::make_shared<InferResults>(&native, &response, nullptr);
+  auto jobs = detector->Infer(native, results);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_FALSE((*jobs)[0]->prepares_ahead());
 }
 
 }  // namespace

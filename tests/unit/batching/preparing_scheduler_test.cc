@@ -1,0 +1,175 @@
+// Preparation ahead of queuing: the pool and the scheduler in front of a real batcher, with
+// Torch-free jobs whose preparation can be held open, a fake executor and simulated time.
+#include "server/batching/preparing_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "server/batching/dynamic_batcher.h"
+#include "tests/mocks/fake_clock.h"
+#include "tests/mocks/fake_executor.h"
+
+namespace gatescope {
+namespace {
+
+using testing::FakeClock;
+using testing::FakeExecutor;
+using testing::Outcomes;
+using testing::RecordingJob;
+
+// A job with input work to do ahead of queuing; the work waits for `gate` when given,
+// records its thread, and ends with `result`.
+class PreparingJob : public RecordingJob {
+ public:
+  PreparingJob(int id, Outcomes* outcomes, absl::Notification* gate = nullptr,
+               absl::Status result = absl::OkStatus())
+      : RecordingJob(id, outcomes), gate_(gate), result_(std::move(result)) {}
+  bool prepares_ahead() const override { return true; }
+  absl::Status PrepareAhead() override {
+    prepared_on = std::this_thread::get_id();
+    if (gate_ != nullptr) gate_->WaitForNotification();
+    return result_;
+  }
+  std::thread::id prepared_on;  // read by the test after the job ended
+
+ private:
+  absl::Notification* const gate_;
+  const absl::Status result_;
+};
+
+struct Fixture {
+  explicit Fixture(int threads = 2, int max_waiting = 8, int max_batch = 1)
+      : pool(threads, max_waiting) {
+    DynamicBatchingConfig config;
+    config.max_batch_size = max_batch;
+    config.queue_policy.max_queue_size = 16;
+    scheduler = std::make_unique<PreparingScheduler>(
+        &pool, &clock,
+        DynamicBatcher::Create({&executor}, config, &clock).value());
+  }
+  absl::Status Add(std::unique_ptr<Job> job, absl::Time deadline = absl::InfiniteFuture()) {
+    WorkItem item;
+    item.job = std::move(job);
+    item.deadline = deadline;
+    return scheduler->Enqueue(std::move(item));
+  }
+  FakeClock clock;
+  FakeExecutor executor;
+  PreparationPool pool;
+  std::unique_ptr<PreparingScheduler> scheduler;
+};
+
+TEST(PreparingScheduler, PreparesOnAPoolThreadThenRuns) {
+  Fixture f;
+  Outcomes outcomes(2);
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes)).ok());
+  ASSERT_TRUE(f.Add(std::make_unique<RecordingJob>(1, &outcomes)).ok());  // nothing ahead
+  outcomes.Await(2);
+  EXPECT_TRUE(outcomes.executed(0));
+  EXPECT_TRUE(outcomes.executed(1));
+}
+
+TEST(PreparingScheduler, PreparationRunsOffTheCallerThread) {
+  Fixture f;
+  Outcomes outcomes(1);
+  absl::Notification gate;
+  auto job = std::make_unique<PreparingJob>(0, &outcomes, &gate);
+  PreparingJob* raw = job.get();
+  ASSERT_TRUE(f.Add(std::move(job)).ok());  // returns while the preparation is held
+  EXPECT_EQ(outcomes.finished(), 0);
+  EXPECT_EQ(f.scheduler->QueueDepth(), 1);
+  f.executor.Hold();
+  gate.Notify();
+  f.executor.AwaitEntered(1);  // the job now sits in the executor, alive
+  EXPECT_NE(raw->prepared_on, std::this_thread::get_id());
+  EXPECT_NE(raw->prepared_on, std::thread::id());
+  f.executor.Release();
+  outcomes.Await(1);
+  EXPECT_TRUE(outcomes.executed(0));
+}
+
+// The point of preparing ahead: a slow input holds up no other request of the model.
+TEST(PreparingScheduler, SlowPreparationDoesNotHoldTheModel) {
+  Fixture f;
+  Outcomes outcomes(3);
+  absl::Notification gate;
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(1, &outcomes)).ok());
+  ASSERT_TRUE(f.Add(std::make_unique<RecordingJob>(2, &outcomes)).ok());
+  outcomes.Await(2);
+  EXPECT_FALSE(outcomes.executed(0));
+  EXPECT_TRUE(outcomes.executed(1));
+  EXPECT_TRUE(outcomes.executed(2));
+  gate.Notify();
+  outcomes.Await(3);
+  EXPECT_TRUE(outcomes.executed(0));
+}
+
+TEST(PreparingScheduler, FailedPreparationRefusesWithItsStatus) {
+  Fixture f;
+  Outcomes outcomes(1);
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, nullptr,
+                                                   absl::InvalidArgumentError("bad image")))
+                  .ok());
+  outcomes.Await(1);
+  EXPECT_EQ(outcomes.refused(0), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(f.executor.groups().empty());
+}
+
+TEST(PreparingScheduler, FullPoolRefusesAtOnce) {
+  Fixture f(/*threads=*/1, /*max_waiting=*/1);
+  Outcomes outcomes(3);
+  absl::Notification gate;
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
+  // Job 0 must have left the pool's queue (it runs, held) before job 1 takes the one slot.
+  while (f.pool.Waiting() != 0) std::this_thread::yield();
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(1, &outcomes)).ok());
+  const absl::Status full = f.Add(std::make_unique<PreparingJob>(2, &outcomes));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(outcomes.refused(2), absl::StatusCode::kResourceExhausted);  // already finished
+  gate.Notify();
+  outcomes.Await(3);
+  EXPECT_TRUE(outcomes.executed(0));
+  EXPECT_TRUE(outcomes.executed(1));
+}
+
+TEST(PreparingScheduler, ExpiredWhileWaitingIsRefusedUnprepared) {
+  Fixture f(/*threads=*/1);
+  Outcomes outcomes(2);
+  absl::Notification gate;
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
+  auto late = std::make_unique<PreparingJob>(1, &outcomes);
+  ASSERT_TRUE(f.Add(std::move(late), f.clock.Now() + absl::Seconds(1)).ok());
+  f.clock.Advance(absl::Seconds(2));
+  gate.Notify();
+  outcomes.Await(2);
+  EXPECT_TRUE(outcomes.executed(0));
+  EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(PreparingScheduler, StopWaitsForPreparationThenDrains) {
+  Fixture f;
+  Outcomes outcomes(2);
+  absl::Notification gate;
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    f.scheduler->Stop();
+    stopped.Notify();
+  });
+  EXPECT_FALSE(stopped.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  gate.Notify();
+  stopped.WaitForNotification();
+  stopper.join();
+  EXPECT_TRUE(outcomes.executed(0));  // prepared, queued and drained by the batcher's Stop
+  const absl::Status late = f.Add(std::make_unique<PreparingJob>(1, &outcomes));
+  EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace gatescope
