@@ -95,6 +95,33 @@ def test_threads_match_cpu(directory):
         assert str(resources["requests"][key]) == str(resources["limits"][key]), key
 
 
+# The server's resident peak with the ten shipped models (docs/deploy notes in
+# deployment.yaml): what the memory limit holds besides the configured bounds.
+MODELS_PEAK_BYTES = int(0.78e9)
+
+
+def memory_bytes(quantity) -> int:
+    units = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "K": 10**3, "M": 10**6, "G": 10**9}
+    text = str(quantity)
+    for suffix, scale in units.items():
+        if text.endswith(suffix) and text[:-len(suffix)].isdigit():
+            return int(text[:-len(suffix)]) * scale
+    return int(text)
+
+
+@overlays
+def test_memory_bounds_fit_the_limit(directory):
+    """gRPC's buffer quota (which must hold two largest messages) plus one explanation's
+    maps plus the models' measured peak fit the memory limit; all three bounds are explicit."""
+    _, _, _, container = server(directory)
+    args = flags(container)
+    quota, message = int(args["grpc_memory_bytes"]), int(args["max_message_bytes"])
+    explain = int(args["explain_max_bytes"])
+    assert quota >= 2 * message, "the server refuses a quota under 2 x max_message_bytes"
+    limit = memory_bytes(container["resources"]["limits"]["memory"])
+    assert quota + explain + MODELS_PEAK_BYTES <= limit, (quota, explain, limit)
+
+
 @pytest.mark.parametrize("directory", [BASE, OVERLAY_CPU], ids=rel)
 def test_cpu_serving_fills_its_cores(directory):
     _, _, _, container = server(directory)
