@@ -19,9 +19,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "server/app/server.h"
 #include "server/common/log.h"
 
@@ -50,6 +52,22 @@ ABSL_FLAG(std::string, model_control, "none",
           "none: models are fixed at start; explicit: the KServe v2 repository API may load and "
           "unload models; poll: the repository directory is polled for new, changed and "
           "removed models");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain: serve gRPC over TLS (with --tls_key_file)");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "PEM CA certificates: clients must present a certificate one of them signed "
+          "(mutual TLS; needs --tls_cert_file)");
+ABSL_FLAG(std::string, auth_tokens_file, "",
+          "Bearer tokens (one per line, at least 16 characters) allowed health, metadata, "
+          "inference and /metrics; with this or --admin_tokens_file every other call gets "
+          "UNAUTHENTICATED (gRPC) or 401 (/metrics)");
+ABSL_FLAG(std::string, admin_tokens_file, "",
+          "Bearer tokens also allowed model control (RepositoryModelLoad/Unload); inference "
+          "tokens get PERMISSION_DENIED there");
+ABSL_FLAG(std::string, auth_exempt, "health",
+          "Comma-separated categories open without a token: health, metadata, inference, "
+          "metrics (grpc.health.v1, what probes call, is always open)");
 ABSL_FLAG(int, preparation_threads, 0,
           "Threads decoding encoded images before they are queued on their model (0: one per "
           "core); a model's own workers never decode them");
@@ -174,6 +192,18 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.repository_poll_interval = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.grpc = GrpcLimitsFromFlags();
+  o.security.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  o.security.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  o.security.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  o.security.access.tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  o.security.access.admin_tokens_file = absl::GetFlag(FLAGS_admin_tokens_file);
+  o.security.access.exempt.clear();
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_auth_exempt), ',', absl::SkipWhitespace())) {
+    absl::StatusOr<Access> access = ExemptAccessNamed(absl::StripAsciiWhitespace(name));
+    if (!access.ok()) return access.status();
+    o.security.access.exempt.insert(*access);
+  }
   const std::string control = absl::GetFlag(FLAGS_model_control);
   if (control == "none") {
     o.model_control = ServerOptions::ModelControl::kNone;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,7 @@ struct Server::State {
   TorchScriptLoader torchscript;  // used when no loader is injected
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<AccessControl> access;  // who may call what; outlives the services
   std::unique_ptr<PreparationPool> preparation;  // outlives the models' schedulers
   std::unique_ptr<ModelRepository> repository;
   std::unique_ptr<MetricsHttpServer> metrics_server;
@@ -118,16 +120,44 @@ void ApplyQuotaAndMessageSize(const ServerOptions& o, grpc::ServerBuilder& build
   builder.SetMaxReceiveMessageSize(o.max_message_bytes);
 }
 
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", what, " ", path));
+  }
+  return text.str();
+}
+
+// Insecure, TLS, or mutual TLS (options.security).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const SecurityOptions& sec) {
+  if (sec.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  GS_ASSIGN_OR_RETURN(const std::string cert, ReadPem(sec.tls_cert_file, "tls_cert_file"));
+  GS_ASSIGN_OR_RETURN(const std::string key, ReadPem(sec.tls_key_file, "tls_key_file"));
+  const bool mutual = !sec.tls_client_ca_file.empty();
+  grpc::SslServerCredentialsOptions ssl(
+      mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+             : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  if (mutual) {
+    GS_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(sec.tls_client_ca_file, "tls_client_ca_file"));
+  }
+  ssl.pem_key_cert_pairs.push_back({key, cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
 absl::Status StartGrpc(Server::State& s, const Clock* clock) {
-  s.inference = std::make_unique<InferenceService>(s.repository.get(), clock);
+  s.inference = std::make_unique<InferenceService>(s.repository.get(), clock, s.access.get());
   s.kserve = std::make_unique<KServeService>(
       s.repository.get(), s.options.model_control == ServerOptions::ModelControl::kExplicit,
-      clock);
+      clock, s.access.get());
+  GS_ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ServerCredentials> credentials,
+                      Credentials(s.options.security));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = ListenAddress(s.options.host, s.options.grpc_port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s.grpc_port);
+  builder.AddListeningPort(address, credentials, &s.grpc_port);
   for (const auto& [name, value] : GrpcServerArguments(s.options)) {
     builder.AddChannelArgument(name, value);
   }
@@ -171,13 +201,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     GS_LOG(INFO) << "loaded op library " << ops;
   }
   state->metrics = std::make_unique<ServerMetrics>(state->registry);
+  GS_ASSIGN_OR_RETURN(state->access, AccessControl::Load(options.security.access));
   GS_RETURN_IF_ERROR(StartRepository(*state, deps));
   if (options.metrics_port >= 0) {
     ServerMetrics* metrics = state->metrics.get();
     GS_ASSIGN_OR_RETURN(state->metrics_server,
                         MetricsHttpServer::Start(options.host, options.metrics_port,
                                                  state->registry,
-                                                 [metrics] { metrics->RefreshProcessGauges(); }));
+                                                 [metrics] { metrics->RefreshProcessGauges(); },
+                                                 state->access.get()));
   }
   GS_RETURN_IF_ERROR(StartGrpc(*state, deps.clock ? deps.clock : RealClock::Get()));
   std::unique_ptr<Server> server(new Server(std::move(state)));

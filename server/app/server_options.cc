@@ -94,6 +94,16 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (o.drain_timeout < absl::ZeroDuration()) {
     return OutOfRange("drain_timeout", absl::FormatDuration(o.drain_timeout), ">= 0");
   }
+  const SecurityOptions& sec = o.security;
+  if (sec.tls_cert_file.empty() != sec.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("tls_cert_file and tls_key_file go together");
+  }
+  if (!sec.tls_client_ca_file.empty() && sec.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError("tls_client_ca_file (mutual TLS) needs tls_cert_file");
+  }
+  if (sec.access.exempt.count(Access::kModelControl) > 0) {
+    return absl::InvalidArgumentError("model control cannot be exempt from authentication");
+  }
   if (o.preparation_threads < 0 || o.preparation_threads > 256) {
     return OutOfRange("preparation_threads", absl::StrCat(o.preparation_threads), "0..256");
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "server/auth/access_control.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -35,6 +36,16 @@ struct GrpcLimits {
   int max_ping_strikes = 2;
 };
 
+// Transport security and who may call what. TLS: cert + key (PEM files) serve gRPC over
+// TLS; with client_ca as well, clients must present a certificate it signed (mutual TLS).
+// Tokens: see AccessOptions (server/auth/access_control.h).
+struct SecurityOptions {
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  AccessOptions access;
+};
+
 struct ServerOptions {
   std::string model_repository = "model_repository";
   // Op library (.so) to load before any model; kAutoOpsLibrary: the one built beside the
@@ -61,6 +72,7 @@ struct ServerOptions {
   int preparation_threads = 0;
   int preparation_queue = 1024;
   GrpcLimits grpc;
+  SecurityOptions security;
 };
 
 // INVALID_ARGUMENT naming the first option out of range (host per ValidateHost; ports

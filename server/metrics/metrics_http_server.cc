@@ -12,8 +12,10 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace gatescope {
 namespace {
@@ -32,9 +34,21 @@ void WriteAll(int fd, const std::string& data) {
 }
 
 std::string Response(const std::string& status, const std::string& type,
-                     const std::string& body) {
-  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
-                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+                     const std::string& body, const std::string& extra_headers = "") {
+  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type, "\r\n", extra_headers,
+                      "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+}
+
+// The value of header `name` (lower case) in the request head; empty when absent.
+std::string HeaderValue(const std::string& head, absl::string_view name) {
+  for (absl::string_view line : absl::StrSplit(head, "\r\n")) {
+    const size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) continue;
+    if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(line.substr(0, colon)), name)) {
+      return std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+    }
+  }
+  return "";
 }
 
 // A socket address for `host` ("localhost": 127.0.0.1; an IPv4 or IPv6 literal) and `port`;
@@ -68,7 +82,7 @@ int PortOf(const sockaddr_storage& addr) {
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
-    std::function<void()> before_scrape) {
+    std::function<void()> before_scrape, const AccessControl* access) {
   socklen_t len = 0;
   absl::StatusOr<sockaddr_storage> addr = SocketAddress(host, port, &len);
   if (!addr.ok()) return addr.status();
@@ -86,18 +100,21 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
         absl::StrCat("cannot listen on ", host, " port ", port, ": ", err));
   }
   std::unique_ptr<MetricsHttpServer> server(
-      new MetricsHttpServer(fd, PortOf(*addr), std::move(registry), std::move(before_scrape)));
+      new MetricsHttpServer(fd, PortOf(*addr), std::move(registry), std::move(before_scrape),
+                            access));
   server->thread_ = std::thread([s = server.get()] { s->Serve(); });
   return server;
 }
 
 MetricsHttpServer::MetricsHttpServer(int fd, int port,
                                      std::shared_ptr<prometheus::Registry> registry,
-                                     std::function<void()> before_scrape)
+                                     std::function<void()> before_scrape,
+                                     const AccessControl* access)
     : listen_fd_(fd),
       port_(port),
       registry_(std::move(registry)),
-      before_scrape_(std::move(before_scrape)) {}
+      before_scrape_(std::move(before_scrape)),
+      access_(access) {}
 
 MetricsHttpServer::~MetricsHttpServer() {
   Stop();
@@ -139,6 +156,16 @@ void MetricsHttpServer::HandleConnection(int conn) {
     request.append(buf, static_cast<size_t>(n));
   }
   if (absl::StartsWith(request, "GET /metrics ") || absl::StartsWith(request, "GET /metrics?")) {
+    if (access_ != nullptr) {
+      const absl::Status allowed =
+          access_->Check(HeaderValue(request, "authorization"), Access::kMetrics);
+      if (!allowed.ok()) {
+        WriteAll(conn, Response("401 Unauthorized", "text/plain",
+                                std::string(allowed.message()) + "\n",
+                                "WWW-Authenticate: Bearer realm=\"gatescope\"\r\n"));
+        return;
+      }
+    }
     if (before_scrape_) before_scrape_();
     const std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
     WriteAll(conn, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));

@@ -11,6 +11,7 @@
 #include <prometheus/registry.h>
 
 #include "absl/status/statusor.h"
+#include "server/auth/access_control.h"
 
 namespace gatescope {
 
@@ -18,10 +19,12 @@ class MetricsHttpServer {
  public:
   // Listens on host:port (port 0 picks a free one) and serves from one owned thread.
   // `registry` is shared; collection is thread-safe in prometheus-cpp. `before_scrape`
-  // (optional) runs on the serving thread before each collection.
+  // (optional) runs on the serving thread before each collection. `access` (optional, not
+  // owned, outlives the server) decides who may scrape: a refused scrape gets 401 with
+  // WWW-Authenticate: Bearer.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
-      std::function<void()> before_scrape = nullptr);
+      std::function<void()> before_scrape = nullptr, const AccessControl* access = nullptr);
   ~MetricsHttpServer();
 
   int port() const { return port_; }
@@ -30,7 +33,7 @@ class MetricsHttpServer {
 
  private:
   MetricsHttpServer(int fd, int port, std::shared_ptr<prometheus::Registry> registry,
-                    std::function<void()> before_scrape);
+                    std::function<void()> before_scrape, const AccessControl* access);
   void Serve();
   void HandleConnection(int conn);
 
@@ -38,6 +41,7 @@ class MetricsHttpServer {
   const int port_;
   std::shared_ptr<prometheus::Registry> registry_;
   const std::function<void()> before_scrape_;
+  const AccessControl* const access_;  // may be null: open
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

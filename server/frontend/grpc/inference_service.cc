@@ -1,6 +1,7 @@
 #include "server/frontend/grpc/inference_service.h"
 
 #include "server/api/request_scheduling.h"
+#include "server/frontend/grpc/authorize.h"
 #include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/status_mapping.h"
 
@@ -12,6 +13,10 @@ grpc::ServerUnaryReactor* InferenceService::Serve(grpc::CallbackServerContext* c
                                                   const absl::StatusOr<Scheduling>& scheduling,
                                                   MakeJob make_job) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status st = Authorize(*context, access_, Access::kInference); !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
   auto call = BeginModelCall(reactor, *repository_, request.model_name(), request.model_version(),
                              shutting_down_.load(), clock_);
   if (!call) return reactor;
@@ -50,6 +55,11 @@ grpc::ServerUnaryReactor* InferenceService::Explain(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* InferenceService::ListModels(
     grpc::CallbackServerContext* context, const v1::ListModelsRequest*,
     v1::ListModelsResponse* response) {
+  if (absl::Status st = Authorize(*context, access_, Access::kMetadata); !st.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
   for (const auto& model : repository_->List()) {
     auto* m = response->add_models();
     m->set_name(model->name);
@@ -66,6 +76,10 @@ grpc::ServerUnaryReactor* InferenceService::GetModelMetadata(
     grpc::CallbackServerContext* context, const v1::ModelMetadataRequest* request,
     v1::ModelMetadataResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (absl::Status st = Authorize(*context, access_, Access::kMetadata); !st.ok()) {
+    reactor->Finish(ToGrpcStatus(st));
+    return reactor;
+  }
   auto found = repository_->Find(request->model_name(), request->model_version());
   if (!found.ok()) {
     reactor->Finish(ToGrpcStatus(found.status()));

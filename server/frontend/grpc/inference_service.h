@@ -7,16 +7,18 @@
 
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "server/api/request_scheduling.h"
+#include "server/auth/access_control.h"
 #include "server/repository/model_repository.h"
 
 namespace gatescope {
 
 class InferenceService final : public ::gatescope::v1::Inference::CallbackService {
  public:
-  // `repository` and `clock` (call latencies) are not owned and must outlive the gRPC
-  // server.
-  InferenceService(const ModelRepository* repository, const Clock* clock)
-      : repository_(repository), clock_(clock) {}
+  // `repository`, `clock` (call latencies) and `access` (null: every call allowed) are not
+  // owned and must outlive the gRPC server.
+  InferenceService(const ModelRepository* repository, const Clock* clock,
+                   const AccessControl* access = nullptr)
+      : repository_(repository), clock_(clock), access_(access) {}
 
   // After this, new Predict and Explain calls get UNAVAILABLE (graceful drain).
   // Thread-safe.
@@ -44,6 +46,7 @@ class InferenceService final : public ::gatescope::v1::Inference::CallbackServic
 
   const ModelRepository* repository_;
   const Clock* const clock_;
+  const AccessControl* const access_;  // may be null
   std::atomic<bool> shutting_down_{false};
 };
 

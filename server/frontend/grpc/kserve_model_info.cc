@@ -2,6 +2,7 @@
 // instance groups as resolved: KIND_CPU or KIND_GPU with their GPUs), ModelStatistics and
 // RepositoryIndex. Part of KServeService (kserve_service.h).
 #include "absl/strings/str_cat.h"
+#include "server/frontend/grpc/authorize.h"
 #include "server/frontend/grpc/kserve_service.h"
 #include "server/frontend/grpc/status_mapping.h"
 #include "server/repository/repository_names.h"
@@ -87,6 +88,9 @@ grpc::ServerUnaryReactor* KServeService::AboutReadyModel(Ctx* ctx, const Request
 grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
                                                        const kv::ModelMetadataRequest* request,
                                                        kv::ModelMetadataResponse* response) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kMetadata); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   return AboutReadyModel(ctx, *request, [&](const ServedModel& model) {
     response->set_name(model.name);
     for (const auto& m : repository_->List()) {
@@ -104,6 +108,9 @@ grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
 grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
                                                      const kv::ModelConfigRequest* request,
                                                      kv::ModelConfigResponse* response) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kMetadata); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   return AboutReadyModel(ctx, *request, [&](const ServedModel& model) {
     FillModelConfig(model, response->mutable_config());
   });
@@ -112,6 +119,9 @@ grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
 grpc::ServerUnaryReactor* KServeService::ModelStatistics(
     Ctx* ctx, const kv::ModelStatisticsRequest* request,
     kv::ModelStatisticsResponse* response) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kMetadata); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   // Statistics are kept per model name; each version reports its model's totals.
   bool any = false;
   for (const auto& m : repository_->List()) {
@@ -144,6 +154,9 @@ grpc::ServerUnaryReactor* KServeService::ModelStatistics(
 grpc::ServerUnaryReactor* KServeService::RepositoryIndex(
     Ctx* ctx, const kv::RepositoryIndexRequest* request,
     kv::RepositoryIndexResponse* response) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kMetadata); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   for (const auto& m : repository_->List()) {
     if (request->ready() && !m->ready()) continue;
     auto* e = response->add_models();

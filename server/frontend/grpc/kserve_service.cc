@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/api/infer_results.h"
 #include "server/api/request_scheduling.h"
+#include "server/frontend/grpc/authorize.h"
 #include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/status_mapping.h"
 
@@ -19,19 +20,25 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 }
 
 KServeService::KServeService(ModelRepository* repository, bool explicit_control,
-                             const Clock* clock)
-    : repository_(repository), model_control_(explicit_control), clock_(clock) {}
+                             const Clock* clock, const AccessControl* access)
+    : repository_(repository), model_control_(explicit_control), clock_(clock), access_(access) {}
 
 KServeService::~KServeService() = default;
 
 grpc::ServerUnaryReactor* KServeService::ServerLive(Ctx* ctx, const kv::ServerLiveRequest*,
                                                     kv::ServerLiveResponse* response) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kHealth); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   response->set_live(true);
   return FinishNow(ctx, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* KServeService::ServerReady(Ctx* ctx, const kv::ServerReadyRequest*,
                                                      kv::ServerReadyResponse* response) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kHealth); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   bool ready = !shutting_down_.load();
   for (const auto& m : repository_->List()) ready &= m->ready();
   response->set_ready(ready);
@@ -41,6 +48,9 @@ grpc::ServerUnaryReactor* KServeService::ServerReady(Ctx* ctx, const kv::ServerR
 grpc::ServerUnaryReactor* KServeService::ModelReady(Ctx* ctx,
                                                     const kv::ModelReadyRequest* request,
                                                     kv::ModelReadyResponse* response) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kHealth); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   auto model = repository_->Find(request->name(), request->version());
   response->set_ready(model.ok() && (*model)->ready() && !shutting_down_.load());
   return FinishNow(ctx, absl::OkStatus());
@@ -49,6 +59,9 @@ grpc::ServerUnaryReactor* KServeService::ModelReady(Ctx* ctx,
 grpc::ServerUnaryReactor* KServeService::ServerMetadata(Ctx* ctx,
                                                         const kv::ServerMetadataRequest*,
                                                         kv::ServerMetadataResponse* response) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kMetadata); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   response->set_name("gatescope");
   response->set_version("0.1.0");
   for (const char* ext : {"model_repository", "model_configuration", "statistics"}) {
@@ -60,6 +73,9 @@ grpc::ServerUnaryReactor* KServeService::ServerMetadata(Ctx* ctx,
 grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
                                                     const kv::ModelInferRequest* request,
                                                     kv::ModelInferResponse* response) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kInference); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   auto* reactor = ctx->DefaultReactor();
   auto call = BeginModelCall(reactor, *repository_, request->model_name(),
                              request->model_version(), shutting_down_.load(), clock_);
@@ -132,6 +148,9 @@ grpc::ServerUnaryReactor* KServeService::Control(Ctx* ctx,
 grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(
     Ctx* ctx, const kv::RepositoryModelLoadRequest* request,
     kv::RepositoryModelLoadResponse*) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kModelControl); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   return Control(ctx, [this, name = request->model_name()] {
     return repository_->LoadModel(name);
   });
@@ -140,6 +159,9 @@ grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(
 grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(
     Ctx* ctx, const kv::RepositoryModelUnloadRequest* request,
     kv::RepositoryModelUnloadResponse*) {
+  if (absl::Status st = Authorize(*ctx, access_, Access::kModelControl); !st.ok()) {
+    return FinishNow(ctx, st);
+  }
   return Control(ctx, [this, name = request->model_name()] {
     return repository_->UnloadModel(name);
   });

@@ -13,6 +13,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/auth/access_control.h"
 #include "server/common/clock.h"
 #include "server/frontend/grpc/control_queue.h"
 #include "server/repository/model_repository.h"
@@ -24,10 +25,11 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 
 class KServeService final : public ::inference::GRPCInferenceService::CallbackService {
  public:
-  // `repository` and `clock` (call latencies) are not owned and must outlive this service.
-  // `explicit_control` allows RepositoryModelLoad/Unload (not with repository polling,
-  // which owns the model set).
-  KServeService(ModelRepository* repository, bool explicit_control, const Clock* clock);
+  // `repository`, `clock` (call latencies) and `access` (null: every call allowed) are not
+  // owned and must outlive this service. `explicit_control` allows RepositoryModelLoad/Unload
+  // (not with repository polling, which owns the model set).
+  KServeService(ModelRepository* repository, bool explicit_control, const Clock* clock,
+                const AccessControl* access = nullptr);
   // Joins repository-control threads still running.
   ~KServeService() override;
 
@@ -65,6 +67,7 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
   ModelRepository* const repository_;
   const bool model_control_;
   const Clock* const clock_;
+  const AccessControl* const access_;  // may be null
   std::atomic<bool> shutting_down_{false};
   ControlQueue control_{kMaxWaitingControlCalls};
 };
