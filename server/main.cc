@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/app/library_logs.h"
 #include "server/app/server.h"
 #include "server/common/log.h"
 
@@ -260,6 +261,8 @@ int Run() {
     GS_LOG(ERROR) << "cannot install signal handlers";
     return 1;
   }
+  // Malformed messages make protobuf log a line each; any client could flood the log.
+  LimitProtobufLogs(RealClock::Get());
   auto server = Server::Start(*options);
   if (!server.ok()) {
     GS_LOG(ERROR) << server.status();

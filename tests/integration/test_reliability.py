@@ -150,3 +150,24 @@ def test_non_finite_inputs_are_refused(server, apis):
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     # The server still answers, and its gate statistics stayed finite.
     assert predict(v1, v1_stub, encode_gray_png(np.zeros((28, 28), np.uint8))).classes
+
+
+def test_malformed_messages_do_not_flood_the_log(server, apis):
+    """Invalid UTF-8 in a string field makes protobuf log one line per message; the server
+    lets one such line through per 10 s. (gRPC 1.51's callback API answers a message it cannot
+    parse with UNIMPLEMENTED and no message; that status comes from gRPC itself.)"""
+    _, _, v1, v1_stub = apis
+    channel = grpc.insecure_channel(server.address)
+    raw = channel.unary_unary("/gatescope.v1.Inference/Predict", request_serializer=None,
+                              response_deserializer=None)
+    before = server.log().count("protobuf")
+    codes = set()
+    for _ in range(200):
+        try:
+            raw(b"\x0a\x02\xff\xfe", timeout=10)  # model_name: 2 bytes of invalid UTF-8
+        except grpc.RpcError as err:
+            codes.add(err.code())
+    channel.close()
+    assert codes == {grpc.StatusCode.UNIMPLEMENTED}
+    assert server.log().count("protobuf") - before <= 2, server.log()[-2000:]
+    assert predict(v1, v1_stub, encode_gray_png(np.zeros((28, 28), np.uint8))).classes
