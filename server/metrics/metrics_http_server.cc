@@ -1,179 +1,212 @@
 #include "server/metrics/metrics_http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
-#include <cstring>
-
 #include <prometheus/text_serializer.h>
 
-#include "absl/strings/ascii.h"
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <optional>
+#include <thread>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 
 namespace gatescope {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+struct MetricsHttpServer::Impl {
+  Impl(std::shared_ptr<prometheus::Registry> r, std::function<void()> b, const AccessControl* a)
+      : registry(std::move(r)), before_scrape(std::move(b)), access(a) {}
+
+  void Accept();
+  http::response<http::string_body> Answer(const http::request<http::empty_body>& request);
+
+  std::atomic<int> connections{0};  // before `io`: sessions destroyed with it decrement it
+  asio::io_context io{1};
+  tcp::acceptor acceptor{io};  // after `io`: destroyed before it
+  const std::shared_ptr<prometheus::Registry> registry;
+  const std::function<void()> before_scrape;
+  const AccessControl* const access;  // may be null: open
+  std::thread thread;
+  std::atomic<bool> stopped{false};
+};
+
 namespace {
 
-constexpr int kPollMillis = 200;
-constexpr size_t kMaxRequestBytes = 8192;
-constexpr int kConnectionMillis = 2000;
+template <typename Duration>
+std::chrono::steady_clock::duration Chrono(Duration d) {
+  return absl::ToChronoNanoseconds(d);
+}
 
-void WriteAll(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
+// One connection: read a request head (with a deadline), answer, repeat while keep-alive.
+// Owned by the handlers in flight (shared_from_this); runs on the server's one thread.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, MetricsHttpServer::Impl* server)
+      : stream_(std::move(socket)), server_(server) {}
+  ~Session() { server_->connections.fetch_sub(1); }
+
+  void Read() {
+    parser_.emplace();
+    parser_->header_limit(8192);
+    parser_->body_limit(0);  // GET only: a request with a body is refused by the parser
+    stream_.expires_after(Chrono(MetricsHttpServer::kReadTimeout));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnRead(ec);
+                     });
   }
-}
 
-std::string Response(const std::string& status, const std::string& type,
-                     const std::string& body, const std::string& extra_headers = "") {
-  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type, "\r\n", extra_headers,
-                      "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
-}
-
-// The value of header `name` (lower case) in the request head; empty when absent.
-std::string HeaderValue(const std::string& head, absl::string_view name) {
-  for (absl::string_view line : absl::StrSplit(head, "\r\n")) {
-    const size_t colon = line.find(':');
-    if (colon == absl::string_view::npos) continue;
-    if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(line.substr(0, colon)), name)) {
-      return std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+ private:
+  void OnRead(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted) {
+      return Close();  // closed by the peer, too slow, or the server is stopping
     }
+    if (ec) return Reply(BadRequest(), /*keep_alive=*/false);  // not HTTP, or too large
+    const http::request<http::empty_body>& request = parser_->get();
+    http::response<http::string_body> response = server_->Answer(request);
+    Reply(std::move(response), request.keep_alive());
   }
-  return "";
-}
 
-// A socket address for `host` ("localhost": 127.0.0.1; an IPv4 or IPv6 literal) and `port`;
-// INVALID_ARGUMENT for anything else (names are not resolved).
-absl::StatusOr<sockaddr_storage> SocketAddress(const std::string& host, int port, socklen_t* len) {
-  sockaddr_storage storage{};
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&storage);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&storage);
-  const std::string literal = host == "localhost" ? "127.0.0.1" : host;
-  if (inet_pton(AF_INET, literal.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(port));
-    *len = sizeof(sockaddr_in);
-  } else if (inet_pton(AF_INET6, literal.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(port));
-    *len = sizeof(sockaddr_in6);
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics host must be localhost or an IPv4/IPv6 literal: ", host));
+  static http::response<http::string_body> BadRequest() {
+    http::response<http::string_body> r{http::status::bad_request, 11};
+    r.set(http::field::content_type, "text/plain");
+    r.body() = "bad request\n";
+    r.prepare_payload();
+    return r;
   }
-  return storage;
-}
 
-int PortOf(const sockaddr_storage& addr) {
-  return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port)
-                                    : ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
+  void Reply(http::response<http::string_body> response, bool keep_alive) {
+    response.keep_alive(keep_alive);
+    response_ = std::make_shared<http::response<http::string_body>>(std::move(response));
+    stream_.expires_after(Chrono(MetricsHttpServer::kWriteTimeout));
+    http::async_write(stream_, *response_,
+                      [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+                        if (ec || !keep_alive) return self->Close();
+                        self->Read();
+                      });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::empty_body>> parser_;
+  std::shared_ptr<http::response<http::string_body>> response_;
+  MetricsHttpServer::Impl* const server_;
+};
+
+absl::StatusOr<asio::ip::address> ListenAddress(const std::string& host) {
+  beast::error_code ec;
+  const asio::ip::address address =
+      asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics host must be localhost or an IPv4/IPv6 literal: ", host));
+  }
+  return address;
 }
 
 }  // namespace
 
+void MetricsHttpServer::Impl::Accept() {
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+    if (!ec) {
+      if (connections.fetch_add(1) < kMaxConnections) {
+        std::make_shared<Session>(std::move(socket), this)->Read();
+      } else {
+        connections.fetch_sub(1);  // over the cap: closed at once (socket destructor)
+      }
+    }
+    Accept();
+  });
+}
+
+http::response<http::string_body> MetricsHttpServer::Impl::Answer(
+    const http::request<http::empty_body>& request) {
+  const int version = request.version();
+  auto reply = [version](http::status status, std::string body) {
+    http::response<http::string_body> r{status, version};
+    r.set(http::field::content_type, "text/plain");
+    r.body() = std::move(body);
+    return r;
+  };
+  const absl::string_view target(request.target().data(), request.target().size());
+  http::response<http::string_body> r;
+  if (request.method() != http::verb::get) {
+    r = reply(http::status::method_not_allowed, "GET only\n");
+    r.set(http::field::allow, "GET");
+  } else if (target != "/metrics" && !absl::StartsWith(target, "/metrics?")) {
+    r = reply(http::status::not_found, "see /metrics\n");
+  } else {
+    absl::Status allowed = absl::OkStatus();
+    if (access != nullptr) {
+      const auto header = request[http::field::authorization];
+      allowed = access->Check(absl::string_view(header.data(), header.size()), Access::kMetrics);
+    }
+    if (!allowed.ok()) {
+      r = reply(http::status::unauthorized, absl::StrCat(allowed.message(), "\n"));
+      r.set(http::field::www_authenticate, "Bearer realm=\"gatescope\"");
+    } else {
+      if (before_scrape) before_scrape();
+      r = reply(http::status::ok, prometheus::TextSerializer().Serialize(registry->Collect()));
+      r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    }
+  }
+  r.prepare_payload();
+  return r;
+}
+
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
     std::function<void()> before_scrape, const AccessControl* access) {
-  socklen_t len = 0;
-  absl::StatusOr<sockaddr_storage> addr = SocketAddress(host, port, &len);
-  if (!addr.ok()) return addr.status();
-  auto* sa = reinterpret_cast<sockaddr*>(&*addr);
-  const int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError(absl::StrCat("socket() failed: ", std::strerror(errno)));
-  const int one = 1, zero = 0;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  absl::StatusOr<asio::ip::address> address = ListenAddress(host);
+  if (!address.ok()) return address.status();
+  auto impl = std::make_unique<Impl>(std::move(registry), std::move(before_scrape), access);
+  const tcp::endpoint endpoint(*address, static_cast<unsigned short>(port));
+  beast::error_code ec;
+  impl->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   // "::" takes IPv4 too, as gRPC's "[::]:port" does, whatever the system default.
-  if (addr->ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-  if (bind(fd, sa, len) != 0 || listen(fd, 64) != 0 || getsockname(fd, sa, &len) != 0) {
-    const std::string err = std::strerror(errno);
-    close(fd);
+  if (!ec && address->is_v6()) impl->acceptor.set_option(asio::ip::v6_only(false), ec);
+  if (!ec) impl->acceptor.bind(endpoint, ec);
+  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
     return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", host, " port ", port, ": ", err));
+        absl::StrCat("cannot listen on ", host, " port ", port, ": ", ec.message()));
   }
-  std::unique_ptr<MetricsHttpServer> server(
-      new MetricsHttpServer(fd, PortOf(*addr), std::move(registry), std::move(before_scrape),
-                            access));
-  server->thread_ = std::thread([s = server.get()] { s->Serve(); });
-  return server;
+  const int bound = impl->acceptor.local_endpoint().port();
+  impl->Accept();
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->io.run(); });
+  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(std::move(impl), bound));
 }
 
-MetricsHttpServer::MetricsHttpServer(int fd, int port,
-                                     std::shared_ptr<prometheus::Registry> registry,
-                                     std::function<void()> before_scrape,
-                                     const AccessControl* access)
-    : listen_fd_(fd),
-      port_(port),
-      registry_(std::move(registry)),
-      before_scrape_(std::move(before_scrape)),
-      access_(access) {}
+MetricsHttpServer::MetricsHttpServer(std::unique_ptr<Impl> impl, int port)
+    : impl_(std::move(impl)), port_(port) {}
 
-MetricsHttpServer::~MetricsHttpServer() {
-  Stop();
-  close(listen_fd_);
-}
+MetricsHttpServer::~MetricsHttpServer() { Stop(); }
 
 void MetricsHttpServer::Stop() {
-  stop_.store(true);
-  if (thread_.joinable()) thread_.join();
-}
-
-void MetricsHttpServer::Serve() {
-  while (!stop_.load()) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, kPollMillis) <= 0) continue;
-    const int conn = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (conn < 0) continue;
-    HandleConnection(conn);
-    close(conn);
-  }
-}
-
-void MetricsHttpServer::HandleConnection(int conn) {
-  // One slow or stalled peer may hold this thread for at most ~kConnectionMillis reading
-  // plus the send timeout, so Stop() and other scrapers are never blocked for long.
-  const timeval send_timeout{2, 0};
-  setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kConnectionMillis);
-  std::string request;
-  char buf[1024];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0 || stop_.load()) return;
-    pollfd p{conn, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(left)) <= 0) return;
-    const ssize_t n = recv(conn, buf, sizeof(buf), 0);
-    if (n <= 0) return;
-    request.append(buf, static_cast<size_t>(n));
-  }
-  if (absl::StartsWith(request, "GET /metrics ") || absl::StartsWith(request, "GET /metrics?")) {
-    if (access_ != nullptr) {
-      const absl::Status allowed =
-          access_->Check(HeaderValue(request, "authorization"), Access::kMetrics);
-      if (!allowed.ok()) {
-        WriteAll(conn, Response("401 Unauthorized", "text/plain",
-                                std::string(allowed.message()) + "\n",
-                                "WWW-Authenticate: Bearer realm=\"gatescope\"\r\n"));
-        return;
-      }
-    }
-    if (before_scrape_) before_scrape_();
-    const std::string body = prometheus::TextSerializer().Serialize(registry_->Collect());
-    WriteAll(conn, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body));
-  } else if (absl::StartsWith(request, "GET ")) {
-    WriteAll(conn, Response("404 Not Found", "text/plain", "see /metrics\n"));
-  } else {
-    WriteAll(conn, Response("405 Method Not Allowed", "text/plain", "GET only\n"));
-  }
+  if (impl_->stopped.exchange(true)) return;
+  asio::post(impl_->io, [impl = impl_.get()] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+    impl->io.stop();
+  });
+  if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 }  // namespace gatescope

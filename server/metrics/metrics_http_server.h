@@ -1,49 +1,51 @@
-// A small HTTP/1.1 endpoint serving GET /metrics in the Prometheus text format.
-// (The civetweb-based exposer cannot start in a process that also loads libtorch_cpu.)
+// The HTTP endpoint serving GET /metrics in the Prometheus text format, on Boost.Beast
+// (Debian's libboost-dev, header-only). Connections are served asynchronously on one owned
+// thread, so a slow or silent peer holds only its own connection: every read has a deadline
+// (a request head must arrive within kReadTimeout, a response must be taken within
+// kWriteTimeout) and at most kMaxConnections are open at once (more are closed on accept).
+// Keep-alive is honoured. (The civetweb-based exposer of prometheus-cpp cannot start in a
+// process that also loads libtorch_cpu.)
 #pragma once
 
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <prometheus/registry.h>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/auth/access_control.h"
 
 namespace gatescope {
 
 class MetricsHttpServer {
  public:
-  // Listens on host:port (port 0 picks a free one) and serves from one owned thread.
+  static constexpr absl::Duration kReadTimeout = absl::Seconds(5);
+  static constexpr absl::Duration kWriteTimeout = absl::Seconds(10);
+  static constexpr int kMaxConnections = 256;
+
+  // Listens on host:port ("localhost", an IPv4 or IPv6 literal; port 0 picks a free one).
   // `registry` is shared; collection is thread-safe in prometheus-cpp. `before_scrape`
   // (optional) runs on the serving thread before each collection. `access` (optional, not
   // owned, outlives the server) decides who may scrape: a refused scrape gets 401 with
-  // WWW-Authenticate: Bearer.
+  // WWW-Authenticate: Bearer. INVALID_ARGUMENT for a bad host, UNAVAILABLE when the port
+  // cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(
       const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
       std::function<void()> before_scrape = nullptr, const AccessControl* access = nullptr);
-  ~MetricsHttpServer();
+  ~MetricsHttpServer();  // Stop()
 
   int port() const { return port_; }
-  // Stops accepting and joins the thread (within ~200 ms). Idempotent.
+  // Closes the listener and every connection and joins the thread. Idempotent, blocking.
   void Stop();
 
- private:
-  MetricsHttpServer(int fd, int port, std::shared_ptr<prometheus::Registry> registry,
-                    std::function<void()> before_scrape, const AccessControl* access);
-  void Serve();
-  void HandleConnection(int conn);
+  struct Impl;
 
-  const int listen_fd_;
+ private:
+  MetricsHttpServer(std::unique_ptr<Impl> impl, int port);
+  std::unique_ptr<Impl> impl_;
   const int port_;
-  std::shared_ptr<prometheus::Registry> registry_;
-  const std::function<void()> before_scrape_;
-  const AccessControl* const access_;  // may be null: open
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
 };
 
 }  // namespace gatescope

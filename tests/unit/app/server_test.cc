@@ -276,7 +276,7 @@ std::string Scrape(const std::string& host, int port) {
   const int fd = socket(addr.ss_family, SOCK_STREAM, 0);
   std::string reply;
   if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0) {
-    const std::string get = "GET /metrics HTTP/1.1\r\nHost: test\r\n\r\n";
+    const std::string get = "GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n";
     if (send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size())) {
       char buf[4096];
       for (ssize_t n; (n = recv(fd, buf, sizeof(buf), 0)) > 0;) reply.append(buf, n);
