@@ -47,16 +47,42 @@ CLI::Validator NumberIn(double lo, double hi, bool hi_open) {
       range);
 }
 
+void AddConnectionFlags(CLI::App& app, ConnectionOptions& options) {
+  app.add_option("--server", options.server, "gRPC address of the gatescope server (HOST:PORT)");
+  app.add_option("--tls-ca", options.tls_ca,
+                 "use TLS, verifying the server with these PEM root certificates "
+                 "(default: an insecure channel)")
+      ->type_name("FILE");
+  app.add_option("--tls-cert", options.tls_cert,
+                 "mutual TLS: PEM client certificate (needs --tls-key and --tls-ca)")
+      ->type_name("FILE");
+  app.add_option("--tls-key", options.tls_key, "mutual TLS: PEM private key of --tls-cert")
+      ->type_name("FILE");
+  app.add_option("--tls-server-name", options.tls_server_name,
+                 "name checked against the server's certificate (default: the --server host; "
+                 "needs --tls-ca)")
+      ->type_name("NAME");
+  app.add_option("--token-file", options.token_file,
+                 "send the bearer token in this file (its first non-empty line, not a # comment) "
+                 "on every call")
+      ->type_name("FILE")
+      ->envname(kTokenFileEnv);
+}
+
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
     return std::nullopt;
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-    std::cerr << app.get_name() << ": " << e.what() << "\n"
-              << "Run with --help for more information.\n";
-    return kUsageError;
+    return UsageError(app, e.what());
   }
+}
+
+int UsageError(const CLI::App& app, const std::string& reason) {
+  std::cerr << app.get_name() << ": " << reason << "\n"
+            << "Run with --help for more information.\n";
+  return kUsageError;
 }
 
 }  // namespace gatescope::client

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "client/options.h"
+
 namespace gatescope::client {
 
 // Exit status of a usage error: an unknown flag, a value that does not parse or is out of
@@ -30,9 +32,18 @@ CLI::Option* AddList(CLI::App& app, const std::string& name, std::vector<T>& val
       ->default_str("");
 }
 
+// --server, the TLS flags (--tls-ca, --tls-cert, --tls-key, --tls-server-name) and
+// --token-file (default: $GATESCOPE_TOKEN_FILE) into `options`. Their combination and
+// files are checked by OpenConnection (connection.h), after parsing.
+void AddConnectionFlags(CLI::App& app, ConnectionOptions& options);
+
 // Parses argv into `app`. nullopt when the command should run; otherwise the exit status:
 // 0 after printing the help that --help asked for (stdout), kUsageError after printing the
 // reason on stderr (nothing on stdout).
 std::optional<int> ParseCommandLine(CLI::App& app, int argc, char** argv);
+
+// Prints `reason` (one line) on stderr as ParseCommandLine prints a usage error, for checks
+// made after parsing; returns kUsageError.
+int UsageError(const CLI::App& app, const std::string& reason);
 
 }  // namespace gatescope::client

@@ -30,12 +30,13 @@ absl::Status CheckRollout(const v1::ExplainResponse& response) {
 }
 
 // Adds `model`'s rollout of `input` to `panel`, or a grey error tile (and an error line).
-void AddModel(v1::Inference::Stub& stub, const ExplainOptions& options, const std::string& model,
-              const InputImage& input, ComparePanel& panel, Report& report) {
+void AddModel(const InferenceClient& client, const ExplainOptions& options,
+              const std::string& model, const InputImage& input, ComparePanel& panel,
+              Report& report) {
   v1::ExplainRequest request = RolloutRequestFor(options, model, input.bytes);
   request.set_rollout(true);
   const absl::StatusOr<v1::ExplainResponse> response =
-      CallExplain(stub, request, options.target.timeout_ms);
+      CallExplain(client, request, options.target.timeout_ms);
   const absl::Status failure = response.ok() ? CheckRollout(*response) : response.status();
   if (!failure.ok()) {
     if (response.ok()) {
@@ -55,8 +56,8 @@ void AddModel(v1::Inference::Stub& stub, const ExplainOptions& options, const st
                        JsonString(model) + ",\"label\":" + JsonString(label) + "}";
 }
 
-void CompareOne(v1::Inference::Stub& stub, const ExplainOptions& options, const std::string& file,
-                OutputPaths& paths, Report& report) {
+void CompareOne(const InferenceClient& client, const ExplainOptions& options,
+                const std::string& file, OutputPaths& paths, Report& report) {
   const absl::StatusOr<InputImage> input = ReadImage(file);
   if (!input.ok()) return report.ClientFailure(file, input.status());
   ComparePanel panel;
@@ -64,7 +65,7 @@ void CompareOne(v1::Inference::Stub& stub, const ExplainOptions& options, const 
   panel.tiles = {InputTile(input->image, panel.tile)};
   panel.captions = {"input"};
   for (const std::string& model : options.compare) {
-    AddModel(stub, options, model, *input, panel, report);
+    AddModel(client, options, model, *input, panel, report);
   }
   const std::string path = paths.Stem(file) + ".compare.png";
   if (!WritePng(path, Rendered([&] { return ComposePanel(panel.tiles, panel.captions); }))) {
@@ -76,11 +77,11 @@ void CompareOne(v1::Inference::Stub& stub, const ExplainOptions& options, const 
 
 }  // namespace
 
-absl::StatusOr<ExitCode> RunCompare(const ExplainOptions& options) {
-  auto stub = v1::Inference::NewStub(OpenChannel(options.target.server));
+absl::StatusOr<ExitCode> RunCompare(const Connection& server, const ExplainOptions& options) {
+  const InferenceClient client(server);
   OutputPaths paths(options.out_dir, options.files.size() > 1);
   Report report;
-  for (const std::string& file : options.files) CompareOne(*stub, options, file, paths, report);
+  for (const std::string& file : options.files) CompareOne(client, options, file, paths, report);
   return report.exit_code();
 }
 

@@ -1,4 +1,5 @@
-// Channels, deadlines and metadata shared by the commands. Every call here blocks.
+// Channels, deadlines and metadata shared by gatescope-client's commands and gatescope-perf.
+// Every call here blocks.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -6,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -14,8 +16,46 @@
 
 namespace gatescope::client {
 
-// An insecure channel to `address` that takes large explanations. Connects lazily.
-std::shared_ptr<grpc::Channel> OpenChannel(const std::string& address);
+// An open connection to the server: its channel and the bearer token every call carries.
+// Cheap to copy (the channel is shared). Thread-safe: the channel may be used by many
+// threads at once and nothing here changes after construction.
+class Connection {
+ public:
+  // `token` empty: calls carry no authorization metadata.
+  Connection(std::shared_ptr<grpc::Channel> channel, std::string token);
+
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+  const std::string& token() const { return token_; }
+
+  // A context for one call (gRPC contexts are single-use): deadline `timeout_ms` from now
+  // and, with a token, `authorization: Bearer <token>` metadata. Added per call rather
+  // than as call credentials, which gRPC drops on insecure (e.g. loopback) channels.
+  std::unique_ptr<grpc::ClientContext> NewContext(int timeout_ms) const;
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::string token_;
+};
+
+// Checks `options` (no file read): INVALID_ARGUMENT naming the flag when --tls-cert comes
+// without --tls-key (or the reverse), or --tls-cert, --tls-key or --tls-server-name without
+// --tls-ca.
+absl::Status CheckConnectionOptions(const ConnectionOptions& options);
+
+// The bearer token in `path`: its first non-empty line, surrounding whitespace trimmed;
+// lines starting with '#' are skipped as comments, as in the server's token files.
+// INVALID_ARGUMENT (naming the file) when it cannot be read, holds no token, or the token
+// has a character a header value cannot carry (only visible ASCII is taken).
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
+// The metadata pair that carries `token`: {"authorization", "Bearer <token>"}.
+std::pair<std::string, std::string> AuthorizationMetadata(const std::string& token);
+
+// Checks `options` and reads its files: a channel to options.server that takes large
+// explanations (TLS when options.tls_ca is set, else insecure) and the token. Connects
+// lazily, so an unreachable server shows at the first call. INVALID_ARGUMENT with a one-line
+// reason when the options do not fit together or a file cannot be read or is not PEM.
+absl::StatusOr<Connection> OpenConnection(const ConnectionOptions& options);
 
 // The deadline `timeout_ms` from now.
 std::chrono::system_clock::time_point DeadlineAfter(int timeout_ms);
@@ -23,17 +63,26 @@ std::chrono::system_clock::time_point DeadlineAfter(int timeout_ms);
 // The same code and message as an absl::Status (the code numbers agree).
 absl::Status FromGrpc(const grpc::Status& status);
 
+// gatescope.v1 calls over a Connection. Thread-safe like the gRPC stub it holds.
+struct InferenceClient {
+  explicit InferenceClient(Connection c)
+      : connection(std::move(c)), stub(v1::Inference::NewStub(connection.channel())) {}
+
+  Connection connection;
+  std::unique_ptr<v1::Inference::Stub> stub;
+};
+
 // The config of `target`'s model from GetModelMetadata (10 s deadline). The server's
 // error when the call fails; UNAVAILABLE when the model is known but not ready (it failed
 // to load, or is loading), since its metadata then cannot be trusted.
-absl::StatusOr<v1::ModelConfig> FetchModelConfig(v1::Inference::Stub& stub,
+absl::StatusOr<v1::ModelConfig> FetchModelConfig(const InferenceClient& client,
                                                  const ModelTarget& target);
 
 // Predict and Explain with a deadline `timeout_ms` from now; the server's error (or the
 // deadline's) when the call fails.
-absl::StatusOr<v1::PredictResponse> CallPredict(v1::Inference::Stub& stub,
+absl::StatusOr<v1::PredictResponse> CallPredict(const InferenceClient& client,
                                                 const v1::PredictRequest& request, int timeout_ms);
-absl::StatusOr<v1::ExplainResponse> CallExplain(v1::Inference::Stub& stub,
+absl::StatusOr<v1::ExplainResponse> CallExplain(const InferenceClient& client,
                                                 const v1::ExplainRequest& request, int timeout_ms);
 
 }  // namespace gatescope::client

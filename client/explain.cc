@@ -25,30 +25,30 @@ OutputSettings SettingsOf(const ExplainOptions& options) {
   return settings;
 }
 
-void ExplainOne(v1::Inference::Stub& stub, const ExplainOptions& options, const std::string& file,
-                TaskOutput& task, Report& report) {
+void ExplainOne(const InferenceClient& client, const ExplainOptions& options,
+                const std::string& file, TaskOutput& task, Report& report) {
   const absl::StatusOr<InputImage> input = ReadImage(file);
   if (!input.ok()) return report.ClientFailure(file, input.status());
   const v1::ExplainRequest request = ExplainRequestFor(options, input->bytes);
   ReportResponse(
-      file, CallExplain(stub, request, options.target.timeout_ms),
+      file, CallExplain(client, request, options.target.timeout_ms),
       [&](const v1::ExplainResponse& response) { return task.Explain(*input, request, response); },
       report);
 }
 
 }  // namespace
 
-absl::StatusOr<ExitCode> RunExplain(const ExplainOptions& options) {
+absl::StatusOr<ExitCode> RunExplain(const Connection& server, const ExplainOptions& options) {
   GS_RETURN_IF_ERROR(MakeOutDir(options.out_dir));
-  if (!options.compare.empty()) return RunCompare(options);
-  auto stub = v1::Inference::NewStub(OpenChannel(options.target.server));
+  if (!options.compare.empty()) return RunCompare(server, options);
+  const InferenceClient client(server);
   Report report;
   GS_ASSIGN_OR_RETURN(
       std::unique_ptr<TaskOutput> task,
-      OpenTaskOutput(*stub, options.target, SettingsOf(options), options.files, report));
+      OpenTaskOutput(client, options.target, SettingsOf(options), options.files, report));
   if (task == nullptr) return report.exit_code();  // the metadata call failed every input
   for (const std::string& file : options.files) {
-    ExplainOne(*stub, options, file, *task, report);
+    ExplainOne(client, options, file, *task, report);
   }
   return report.exit_code();
 }

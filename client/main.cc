@@ -19,6 +19,7 @@
 
 #include "client/cli_checks.h"
 #include "client/commands.h"
+#include "client/connection.h"
 #include "client/options.h"
 
 namespace gatescope::client {
@@ -54,13 +55,8 @@ struct InputFlags {
   }
 };
 
-void AddServer(CLI::App& cmd, std::string& server) {
-  cmd.add_option("--server", server, "gRPC address of the gatescope server (HOST:PORT)");
-}
-
-// --server, --version, --timeout-ms; the model flag itself differs per command.
+// --version, --timeout-ms; the model flag itself differs per command.
 void AddTarget(CLI::App& cmd, ModelTarget& target) {
-  AddServer(cmd, target.server);
   cmd.add_option("--version", target.version, "model version (default: the newest ready one)");
   cmd.add_option("--timeout-ms", target.timeout_ms, "deadline of each call, in milliseconds")
       ->check(IntegerIn(1, 3600000));
@@ -174,37 +170,42 @@ int Run(int argc, char** argv) {
   ExplainOptions explain;
   HealthOptions health;
   InputFlags inputs;
-  std::string format = "npy", server = kDefaultServer;
+  ConnectionOptions connection;  // every command's; only one command is parsed
+  std::string format = "npy";
   CLI::App* predict_cmd = app.add_subcommand("predict", "classes, masks or boxes of each input");
+  AddConnectionFlags(*predict_cmd, connection);
   AddPredict(*predict_cmd, predict, inputs);
   predict_cmd->footer(std::string(kPredictOutput) + "\n\n" + kFooter);
   CLI::App* explain_cmd =
       app.add_subcommand("explain", "explanation maps of each input, written under --out");
+  AddConnectionFlags(*explain_cmd, connection);
   AddExplain(*explain_cmd, explain, format, inputs);
   explain_cmd->footer(std::string(kExplainOutput) + "\n\n" + kFooter);
   CLI::App* models_cmd = app.add_subcommand("models", "list the served models");
-  AddServer(*models_cmd, server);
+  AddConnectionFlags(*models_cmd, connection);
   CLI::App* health_cmd = app.add_subcommand("health", "gRPC health of the server or a model");
-  AddServer(*health_cmd, health.server);
+  AddConnectionFlags(*health_cmd, connection);
   health_cmd->add_option("--service", health.service, "model name (default: the server)");
   CLI::App* services_cmd = app.add_subcommand("services", "list services (server reflection)");
-  AddServer(*services_cmd, server);
+  AddConnectionFlags(*services_cmd, connection);
   if (std::optional<int> exit = ParseCommandLine(app, argc, argv)) return *exit;
+  const absl::StatusOr<Connection> server = OpenConnection(connection);
+  if (!server.ok()) return UsageError(app, std::string(server.status().message()));
 
   absl::StatusOr<ExitCode> result;
   if (predict_cmd->parsed()) {
     predict.files = inputs.All();
-    result = RunPredict(predict);
+    result = RunPredict(*server, predict);
   } else if (explain_cmd->parsed()) {
     explain.files = inputs.All();
     explain.json_maps = format == "json";
-    result = RunExplain(explain);
+    result = RunExplain(*server, explain);
   } else if (models_cmd->parsed()) {
-    result = RunModels(server);
+    result = RunModels(*server);
   } else if (health_cmd->parsed()) {
-    result = RunHealth(health);
+    result = RunHealth(*server, health);
   } else {
-    result = RunServices(server);
+    result = RunServices(*server);
   }
   if (result.ok()) return static_cast<int>(*result);
   std::cerr << "gatescope-client " << app.get_subcommands().front()->get_name() << ": "

@@ -4,12 +4,12 @@
 
 namespace gatescope::client {
 
-absl::StatusOr<std::unique_ptr<TaskOutput>> OpenTaskOutput(v1::Inference::Stub& stub,
+absl::StatusOr<std::unique_ptr<TaskOutput>> OpenTaskOutput(const InferenceClient& client,
                                                            const ModelTarget& target,
                                                            OutputSettings settings,
                                                            const std::vector<std::string>& inputs,
                                                            Report& report) {
-  absl::StatusOr<v1::ModelConfig> config = FetchModelConfig(stub, target);
+  absl::StatusOr<v1::ModelConfig> config = FetchModelConfig(client, target);
   if (!config.ok()) {
     for (const std::string& file : inputs) report.ServerFailure(file, config.status());
     return nullptr;

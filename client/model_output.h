@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/connection.h"
 #include "client/options.h"
 #include "client/report.h"
 #include "client/task_output.h"
@@ -17,7 +18,7 @@ namespace gatescope::client {
 // labels added to `settings`. When the metadata call fails, every one of `inputs` fails
 // with that error (printed to `report`) and the result is null; a task the client does
 // not know is an error.
-absl::StatusOr<std::unique_ptr<TaskOutput>> OpenTaskOutput(v1::Inference::Stub& stub,
+absl::StatusOr<std::unique_ptr<TaskOutput>> OpenTaskOutput(const InferenceClient& client,
                                                            const ModelTarget& target,
                                                            OutputSettings settings,
                                                            const std::vector<std::string>& inputs,

@@ -11,9 +11,23 @@ namespace gatescope::client {
 
 inline constexpr char kDefaultServer[] = "127.0.0.1:8001";
 
+// Environment variable holding the default of --token-file.
+inline constexpr char kTokenFileEnv[] = "GATESCOPE_TOKEN_FILE";
+
+// How to reach the server, as given on the command line (no file read yet): an insecure
+// channel unless tls_ca is set. OpenConnection (connection.h) checks the combination and
+// reads the files.
+struct ConnectionOptions {
+  std::string server = kDefaultServer;
+  std::string tls_ca;           // PEM root certificates that verify the server; empty: no TLS
+  std::string tls_cert;         // PEM client certificate (mutual TLS), with tls_key and tls_ca
+  std::string tls_key;          // PEM private key of tls_cert
+  std::string tls_server_name;  // name checked against the server's certificate; empty: host
+  std::string token_file;       // bearer token sent on every call; empty: none
+};
+
 // The model a command talks to and how long one call may take.
 struct ModelTarget {
-  std::string server = kDefaultServer;
   std::string model;
   std::string version;  // empty: the highest ready version
   int timeout_ms = 30000;
@@ -65,7 +79,6 @@ struct ExplainOptions {
 };
 
 struct HealthOptions {
-  std::string server = kDefaultServer;
   std::string service;  // empty: the server as a whole
 };
 

@@ -13,8 +13,8 @@
 namespace gatescope::client {
 namespace {
 
-void PredictOne(v1::Inference::Stub& stub, const PredictOptions& options, const std::string& file,
-                TaskOutput& task, Report& report) {
+void PredictOne(const InferenceClient& client, const PredictOptions& options,
+                const std::string& file, TaskOutput& task, Report& report) {
   absl::StatusOr<InputImage> input = ReadInput(file);
   if (!input.ok()) return report.ClientFailure(file, input.status());
   // Pictures of the results need the decoded input; raw tensors have none.
@@ -23,24 +23,24 @@ void PredictOne(v1::Inference::Stub& stub, const PredictOptions& options, const 
   }
   const v1::PredictRequest request = PredictRequestFor(options, input->bytes);
   ReportResponse(
-      file, CallPredict(stub, request, options.target.timeout_ms),
+      file, CallPredict(client, request, options.target.timeout_ms),
       [&](const v1::PredictResponse& response) { return task.Predict(*input, response); }, report);
 }
 
 }  // namespace
 
-absl::StatusOr<ExitCode> RunPredict(const PredictOptions& options) {
+absl::StatusOr<ExitCode> RunPredict(const Connection& server, const PredictOptions& options) {
   if (!options.out_dir.empty()) GS_RETURN_IF_ERROR(MakeOutDir(options.out_dir));
-  auto stub = v1::Inference::NewStub(OpenChannel(options.target.server));
+  const InferenceClient client(server);
   OutputSettings settings;
   settings.out_dir = options.out_dir;
   settings.several_inputs = options.files.size() > 1;
   Report report;
   GS_ASSIGN_OR_RETURN(std::unique_ptr<TaskOutput> task,
-                      OpenTaskOutput(*stub, options.target, settings, options.files, report));
+                      OpenTaskOutput(client, options.target, settings, options.files, report));
   if (task == nullptr) return report.exit_code();  // the metadata call failed every input
   for (const std::string& file : options.files) {
-    PredictOne(*stub, options, file, *task, report);
+    PredictOne(client, options, file, *task, report);
   }
   return report.exit_code();
 }

@@ -21,12 +21,11 @@ ExitCode Failed(const grpc::Status& status) {
 
 }  // namespace
 
-absl::StatusOr<ExitCode> RunModels(const std::string& server) {
-  auto stub = v1::Inference::NewStub(OpenChannel(server));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineAfter(kInfoTimeoutMs));
+absl::StatusOr<ExitCode> RunModels(const Connection& server) {
+  auto stub = v1::Inference::NewStub(server.channel());
+  const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(kInfoTimeoutMs);
   v1::ListModelsResponse response;
-  const grpc::Status st = stub->ListModels(&ctx, v1::ListModelsRequest(), &response);
+  const grpc::Status st = stub->ListModels(ctx.get(), v1::ListModelsRequest(), &response);
   if (!st.ok()) return Failed(st);
   for (const auto& m : response.models()) {
     std::cout << "{\"name\":" << JsonString(m.name()) << ",\"version\":" << JsonString(m.version())
@@ -36,15 +35,14 @@ absl::StatusOr<ExitCode> RunModels(const std::string& server) {
   return ExitCode::kOk;
 }
 
-absl::StatusOr<ExitCode> RunHealth(const HealthOptions& options) {
+absl::StatusOr<ExitCode> RunHealth(const Connection& server, const HealthOptions& options) {
   using grpc::health::v1::HealthCheckResponse;
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(options.service);
-  auto stub = grpc::health::v1::Health::NewStub(OpenChannel(options.server));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineAfter(kInfoTimeoutMs));
+  auto stub = grpc::health::v1::Health::NewStub(server.channel());
+  const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(kInfoTimeoutMs);
   HealthCheckResponse response;
-  const grpc::Status st = stub->Check(&ctx, request, &response);
+  const grpc::Status st = stub->Check(ctx.get(), request, &response);
   if (!st.ok()) return Failed(st);
   std::cout << "{\"service\":" << JsonString(request.service()) << ",\"status\":"
             << JsonString(HealthCheckResponse::ServingStatus_Name(response.status())) << "}"
@@ -52,12 +50,11 @@ absl::StatusOr<ExitCode> RunHealth(const HealthOptions& options) {
   return response.status() == HealthCheckResponse::SERVING ? ExitCode::kOk : ExitCode::kNotServing;
 }
 
-absl::StatusOr<ExitCode> RunServices(const std::string& server) {
+absl::StatusOr<ExitCode> RunServices(const Connection& server) {
   namespace refl = grpc::reflection::v1alpha;
-  auto stub = refl::ServerReflection::NewStub(OpenChannel(server));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(DeadlineAfter(kInfoTimeoutMs));
-  auto stream = stub->ServerReflectionInfo(&ctx);
+  auto stub = refl::ServerReflection::NewStub(server.channel());
+  const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(kInfoTimeoutMs);
+  auto stream = stub->ServerReflectionInfo(ctx.get());
   refl::ServerReflectionRequest request;
   request.set_list_services("*");
   refl::ServerReflectionResponse response;

@@ -1,6 +1,8 @@
 // gatescope-perf: load generator for the gatescope.v1 Predict API.
 //
 //   gatescope-perf --server ADDR --model NAME [--api gatescope|kserve]
+//       [--tls-ca FILE [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]]
+//       [--token-file FILE]
 //       [--concurrency N | --concurrency-range A:B:S] [--request-rate R]
 //       [--warmup-ms 2000] [--window-ms 2000] [--stability 0.1] [--max-windows 10]
 //       [--timeout-ms 30000] [--format json|csv] INPUT...
@@ -13,7 +15,8 @@
 // INPUT files are encoded images sent in turn: as gatescope.v1 Predict images, or as
 // KServe v2 ModelInfer BYTES tensors of one element. The server-side split (average queue
 // time per request and compute input/infer/output time per inference) comes from KServe
-// ModelStatistics taken before and after the measurement.
+// ModelStatistics taken before and after the measurement. Every call (load and statistics)
+// carries the bearer token of --token-file, over TLS when --tls-ca is given.
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
@@ -28,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "client/cli_checks.h"
+#include "client/connection.h"
 #include "client/json_writer.h"
 #include "client/perf/load_stats.h"
 #include "gatescope/v1/inference.grpc.pb.h"
@@ -37,11 +41,11 @@ namespace gatescope::perf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using client::Connection;
 using client::JsonNumber;
 using client::JsonString;
 
 struct Options {
-  std::string server = "127.0.0.1:8001";
   std::string model;
   bool kserve = false;
   int concurrency = 1;
@@ -65,14 +69,13 @@ struct Result {
 
 // Cumulative statistics of the model from the KServe v2 API; nullopt if unavailable.
 std::optional<inference::ModelStatistics> Statistics(const Options& opt,
-                                                     const std::shared_ptr<grpc::Channel>& ch) {
-  auto stub = inference::GRPCInferenceService::NewStub(ch);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+                                                     const Connection& server) {
+  auto stub = inference::GRPCInferenceService::NewStub(server.channel());
+  const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(10000);
   inference::ModelStatisticsRequest req;
   req.set_name(opt.model);
   inference::ModelStatisticsResponse resp;
-  if (!stub->ModelStatistics(&ctx, req, &resp).ok() || resp.model_stats_size() == 0) {
+  if (!stub->ModelStatistics(ctx.get(), req, &resp).ok() || resp.model_stats_size() == 0) {
     return std::nullopt;
   }
   return resp.model_stats(0);
@@ -93,24 +96,24 @@ ServerSplit Split(const inference::ModelStatistics& a, const inference::ModelSta
   return s;
 }
 
-// Sends one request over the chosen API; returns its status.
+// Sends one request over the chosen API; returns its status. One per sending thread;
+// `opt` and `server` must outlive it.
 class Sender {
  public:
-  Sender(const Options& opt, const std::shared_ptr<grpc::Channel>& ch)
+  Sender(const Options& opt, const Connection& server)
       : opt_(opt),
-        gatescope_(v1::Inference::NewStub(ch)),
-        kserve_(inference::GRPCInferenceService::NewStub(ch)) {}
+        server_(server),
+        gatescope_(v1::Inference::NewStub(server.channel())),
+        kserve_(inference::GRPCInferenceService::NewStub(server.channel())) {}
 
   grpc::Status Send(const std::string& image) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(opt_.timeout_ms));
+    const std::unique_ptr<grpc::ClientContext> ctx = server_.NewContext(opt_.timeout_ms);
     if (!opt_.kserve) {
       v1::PredictRequest req;
       req.set_model_name(opt_.model);
       req.set_image(image);
       v1::PredictResponse resp;
-      return gatescope_->Predict(&ctx, req, &resp);
+      return gatescope_->Predict(ctx.get(), req, &resp);
     }
     inference::ModelInferRequest req;
     req.set_model_name(opt_.model);
@@ -123,18 +126,19 @@ class Sender {
     raw += image;
     req.add_raw_input_contents(std::move(raw));
     inference::ModelInferResponse resp;
-    return kserve_->ModelInfer(&ctx, req, &resp);
+    return kserve_->ModelInfer(ctx.get(), req, &resp);
   }
 
  private:
   const Options& opt_;
+  const Connection& server_;
   std::unique_ptr<v1::Inference::Stub> gatescope_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
 };
 
 // Runs one measurement: load at the given concurrency (or rate) until stable.
 Result Measure(const Options& opt, const std::vector<std::string>& inputs,
-               const std::shared_ptr<grpc::Channel>& channel) {
+               const Connection& server) {
   std::atomic<bool> stop{false};
   std::mutex mu;
   std::vector<Sample> samples;
@@ -145,7 +149,7 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs,
   std::vector<std::thread> threads;
   for (int t = 0; t < opt.concurrency; ++t) {
     threads.emplace_back([&, t] {
-      Sender sender(opt, channel);
+      Sender sender(opt, server);
       size_t next = static_cast<size_t>(t);
       auto due = Clock::now();
       const auto interval = opt.request_rate > 0
@@ -174,7 +178,7 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs,
     });
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(opt.warmup_ms));
-  const auto stats_before = Statistics(opt, channel);
+  const auto stats_before = Statistics(opt, server);
   std::vector<WindowStats> windows;
   std::vector<int64_t> bounds{since_start_us(Clock::now())};
   Result result;
@@ -192,7 +196,7 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs,
       break;
     }
   }
-  const auto stats_after = Statistics(opt, channel);
+  const auto stats_after = Statistics(opt, server);
   if (stats_before && stats_after) result.server = Split(*stats_before, *stats_after);
   stop = true;
   for (auto& t : threads) t.join();
@@ -239,6 +243,7 @@ std::string ToCsvRow(const Result& r) {
 // concurrency levels to measure, and the rest.
 struct Flags {
   Options opt;
+  client::ConnectionOptions connection;
   std::vector<int> levels;  // from --concurrency-range; empty: just --concurrency
   std::string api = "gatescope";
   std::string format = "json";
@@ -248,7 +253,7 @@ struct Flags {
 void AddFlags(CLI::App& app, Flags& f) {
   using client::IntegerIn;
   using client::NumberIn;
-  app.add_option("--server", f.opt.server, "gRPC address of the gatescope server (HOST:PORT)");
+  client::AddConnectionFlags(app, f.connection);
   app.add_option("--model", f.opt.model, "model name")->required();
   app.add_option("--api", f.api, "gatescope.v1 Predict, or KServe v2 ModelInfer")
       ->check(CLI::IsMember({"gatescope", "kserve"}));
@@ -318,14 +323,13 @@ int Main(int argc, char** argv) {
   Flags f;
   AddFlags(app, f);
   if (std::optional<int> exit = client::ParseCommandLine(app, argc, argv)) return *exit;
+  const absl::StatusOr<Connection> server = client::OpenConnection(f.connection);
+  if (!server.ok()) return client::UsageError(app, std::string(server.status().message()));
   Options& opt = f.opt;
   opt.kserve = f.api == "kserve";
   if (f.levels.empty()) f.levels.push_back(opt.concurrency);
   const std::optional<std::vector<std::string>> inputs = ReadInputs(f.inputs);
   if (!inputs) return 2;
-  grpc::ChannelArguments ch;
-  ch.SetMaxSendMessageSize(16 << 20);
-  auto channel = grpc::CreateCustomChannel(opt.server, grpc::InsecureChannelCredentials(), ch);
   if (f.format == "csv") {
     std::cout << "concurrency,request_rate,stable,throughput,ok,errors,avg_us,p50_us,p90_us,"
                  "p95_us,p99_us,server_queue_us,server_compute_input_us,"
@@ -334,7 +338,7 @@ int Main(int argc, char** argv) {
   bool all_ok = true;
   for (int c : f.levels) {
     opt.concurrency = c;
-    const Result r = Measure(opt, *inputs, channel);
+    const Result r = Measure(opt, *inputs, *server);
     all_ok &= r.stats.errors.empty() && r.stats.ok > 0;
     std::cout << (f.format == "csv" ? ToCsvRow(r) : ToJson(r)) << std::endl;
   }

@@ -1,6 +1,7 @@
 #include "client/cli_checks.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <string>
 #include <vector>
@@ -69,6 +70,56 @@ TEST(ClientCliChecksTest, UsageErrorsExitTwo) {
 }
 
 TEST(ClientCliChecksTest, HelpExitsZero) { EXPECT_EQ(Parse({"--help"}).exit, 0); }
+
+// Parses `args` into an app with only the connection flags.
+std::optional<int> ParseConnection(std::vector<std::string> args, ConnectionOptions& options) {
+  CLI::App app{"test", "test"};
+  AddConnectionFlags(app, options);
+  args.insert(args.begin(), "test");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return ParseCommandLine(app, static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(ClientCliChecksTest, ConnectionFlagsFillTheOptions) {
+  unsetenv(kTokenFileEnv);
+  ConnectionOptions o;
+  EXPECT_FALSE(ParseConnection({"--server", "h:1", "--tls-ca", "ca.pem", "--tls-cert", "c.pem",
+                                "--tls-key", "k.pem", "--tls-server-name", "name",
+                                "--token-file", "tok"},
+                               o)
+                   .has_value());
+  EXPECT_EQ(o.server, "h:1");
+  EXPECT_EQ(o.tls_ca, "ca.pem");
+  EXPECT_EQ(o.tls_cert, "c.pem");
+  EXPECT_EQ(o.tls_key, "k.pem");
+  EXPECT_EQ(o.tls_server_name, "name");
+  EXPECT_EQ(o.token_file, "tok");
+
+  ConnectionOptions defaults;
+  EXPECT_FALSE(ParseConnection({}, defaults).has_value());
+  EXPECT_EQ(defaults.server, kDefaultServer);
+  EXPECT_EQ(defaults.tls_ca, "");
+  EXPECT_EQ(defaults.token_file, "");
+}
+
+TEST(ClientCliChecksTest, TheTokenFileDefaultsToTheEnvironment) {
+  setenv(kTokenFileEnv, "/run/secrets/token", 1);
+  ConnectionOptions from_env, from_flag;
+  EXPECT_FALSE(ParseConnection({}, from_env).has_value());
+  EXPECT_FALSE(ParseConnection({"--token-file", "mine"}, from_flag).has_value());
+  unsetenv(kTokenFileEnv);
+  EXPECT_EQ(from_env.token_file, "/run/secrets/token");
+  EXPECT_EQ(from_flag.token_file, "mine");
+}
+
+TEST(ClientCliChecksTest, UsageErrorPrintsTheReasonAndReturnsTwo) {
+  CLI::App app{"test", "tool"};
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(UsageError(app, "--tls-cert needs --tls-key"), kUsageError);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "tool: --tls-cert needs --tls-key\nRun with --help for more information.\n");
+}
 
 }  // namespace
 }  // namespace gatescope::client

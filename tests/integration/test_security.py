@@ -1,0 +1,169 @@
+"""TLS, mutual TLS and bearer tokens on the real server, with a CA, server and client
+certificates made at test time by Debian's openssl: what each token may call over both APIs
+and /metrics, that plaintext and certificate-less clients cannot connect, that the client CLI
+talks to such a server, and that bad security flags stop the server at start."""
+import shutil
+import subprocess
+import urllib.error
+import urllib.request
+
+import grpc
+import numpy as np
+import pytest
+
+from gatescope.data.png import encode_gray_png
+from server_harness import BUILD, REPO, import_api_modules, start_server, stop_server
+
+MODEL = "dgvit_fmnist"
+USER = "user-token-4f1c2b9a7d"
+ADMIN = "admin-token-8e3d6a0c55"
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pki")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=gatescope test CA", cwd=d)
+    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    for name in ("server", "client"):
+        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN=gatescope test {name}", cwd=d)
+        extra = ["-extfile", "server.ext"] if name == "server" else []
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", *extra, cwd=d)
+    (d / "tokens").write_text(f"# inference users\n{USER}\n")
+    (d / "admin").write_text(f"{ADMIN}\n")
+    return d
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, pki):
+    repo = tmp_path_factory.mktemp("repo")
+    shutil.copytree(REPO / "model_repository" / MODEL, repo / MODEL)
+    srv = start_server(tmp_path_factory.mktemp("server"), repo, [
+        f"--tls_cert_file={pki / 'server.crt'}", f"--tls_key_file={pki / 'server.key'}",
+        f"--tls_client_ca_file={pki / 'ca.crt'}", f"--auth_tokens_file={pki / 'tokens'}",
+        f"--admin_tokens_file={pki / 'admin'}", "--model_control=explicit"])
+    yield srv
+    assert stop_server(srv) == 0, srv.log()
+
+
+@pytest.fixture(scope="module")
+def apis(tmp_path_factory):
+    return import_api_modules(tmp_path_factory.mktemp("stubs"))
+
+
+def channel(server, pki, client_cert=True):
+    read = lambda name: (pki / name).read_bytes()
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=read("ca.crt"),
+        private_key=read("client.key") if client_cert else None,
+        certificate_chain=read("client.crt") if client_cert else None)
+    return grpc.secure_channel(server.address, creds)
+
+
+def bearer(token):
+    return [("authorization", f"Bearer {token}")] if token else []
+
+
+def image():
+    return encode_gray_png(np.zeros((28, 28), np.uint8))
+
+
+def code_of(call):
+    try:
+        call()
+    except grpc.RpcError as err:
+        return err.code()
+    return grpc.StatusCode.OK
+
+
+def test_tokens_decide_what_each_caller_may_do(server, pki, apis):
+    kv, kv_grpc, v1, v1_grpc = apis
+    with channel(server, pki) as ch:
+        gs, ks = v1_grpc.InferenceStub(ch), kv_grpc.GRPCInferenceServiceStub(ch)
+        predict = v1.PredictRequest(model_name=MODEL, image=image(), top_k=1)
+        for token, want in ((None, grpc.StatusCode.UNAUTHENTICATED),
+                            ("user-token-4f1c2b9a7e", grpc.StatusCode.UNAUTHENTICATED),
+                            (USER, grpc.StatusCode.OK), (ADMIN, grpc.StatusCode.OK)):
+            assert code_of(lambda: gs.Predict(predict, metadata=bearer(token), timeout=30)) == want
+            assert code_of(lambda: ks.ModelMetadata(kv.ModelMetadataRequest(name=MODEL),
+                                                    metadata=bearer(token), timeout=30)) == want
+        answer = gs.Predict(predict, metadata=bearer(USER), timeout=30)
+        assert len(answer.classes) == 1 and answer.classes[0].label
+        # Health is exempt by default (probes carry no token).
+        assert ks.ServerLive(kv.ServerLiveRequest(), timeout=30).live
+        # Model control: admin tokens only.
+        load = kv.RepositoryModelLoadRequest(model_name=MODEL)
+        assert code_of(lambda: ks.RepositoryModelLoad(load, metadata=bearer(USER), timeout=60)) \
+            == grpc.StatusCode.PERMISSION_DENIED
+        assert code_of(lambda: ks.RepositoryModelLoad(load, timeout=60)) \
+            == grpc.StatusCode.UNAUTHENTICATED
+        assert code_of(lambda: ks.RepositoryModelLoad(load, metadata=bearer(ADMIN), timeout=120)) \
+            == grpc.StatusCode.OK
+
+
+def test_metrics_need_a_token(server):
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(url, timeout=10)
+    assert err.value.code == 401
+    assert err.value.headers["WWW-Authenticate"].startswith("Bearer")
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {USER}"})
+    body = urllib.request.urlopen(request, timeout=10).read().decode()
+    assert "gatescope_requests_total" in body or "gatescope_request" in body
+
+
+def test_clients_without_tls_or_certificate_cannot_connect(server, pki, apis):
+    kv, kv_grpc, _, _ = apis
+    live = kv.ServerLiveRequest()
+    with grpc.insecure_channel(server.address) as plain:
+        assert code_of(lambda: kv_grpc.GRPCInferenceServiceStub(plain).ServerLive(live, timeout=5)) \
+            == grpc.StatusCode.UNAVAILABLE
+    with channel(server, pki, client_cert=False) as anonymous:
+        assert code_of(lambda: kv_grpc.GRPCInferenceServiceStub(anonymous).ServerLive(
+            live, timeout=5)) == grpc.StatusCode.UNAVAILABLE
+
+
+def test_client_cli_over_mutual_tls_with_a_token(server, pki, tmp_path):
+    png = tmp_path / "zero.png"
+    png.write_bytes(image())
+    token = tmp_path / "token"
+    token.write_text(f"\n  {USER}\n")
+    tls = ["--tls-ca", str(pki / "ca.crt"), "--tls-cert", str(pki / "client.crt"),
+           "--tls-key", str(pki / "client.key")]
+    ok = server.client("predict", "--model", MODEL, *tls, "--token-file", str(token), str(png))
+    assert ok.returncode == 0, ok.stderr
+    assert '"label"' in ok.stdout
+    refused = server.client("predict", "--model", MODEL, *tls, str(png))
+    assert refused.returncode != 0
+    assert "UNAUTHENTICATED" in refused.stdout + refused.stderr
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--tls_cert_file=x.crt"], "tls_cert_file and tls_key_file go together"),
+    (["--tls_client_ca_file=ca.crt"], "needs tls_cert_file"),
+    (["--auth_exempt=health,model_control"], "not a category that can be exempt"),
+])
+def test_bad_security_flags_stop_the_server(tmp_path, flags, message):
+    result = subprocess.run([str(BUILD / "server" / "gatescope-server"),
+                             f"--model_repository={REPO / 'model_repository'}", "--grpc_port=0",
+                             "--metrics_port=-1", *flags], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+
+
+def test_short_tokens_stop_the_server(tmp_path):
+    (tmp_path / "tokens").write_text("short\n")
+    result = subprocess.run([str(BUILD / "server" / "gatescope-server"),
+                             f"--model_repository={REPO / 'model_repository'}", "--grpc_port=0",
+                             "--metrics_port=-1", f"--auth_tokens_file={tmp_path / 'tokens'}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "at least 16 characters" in result.stderr
