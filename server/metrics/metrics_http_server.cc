@@ -1,5 +1,7 @@
 #include "server/metrics/metrics_http_server.h"
 
+#include "server/metrics/metrics_http_handler.h"
+
 #include <prometheus/text_serializer.h>
 
 #include <atomic>
@@ -18,22 +20,18 @@ namespace gatescope {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 struct MetricsHttpServer::Impl {
   Impl(std::shared_ptr<prometheus::Registry> r, std::function<void()> b, const AccessControl* a)
-      : registry(std::move(r)), before_scrape(std::move(b)), access(a) {}
+      : endpoint{std::move(r), std::move(b), a} {}
 
   void Accept();
-  http::response<http::string_body> Answer(const http::request<http::empty_body>& request);
 
   std::atomic<int> connections{0};  // before `io`: sessions destroyed with it decrement it
   asio::io_context io{1};
   tcp::acceptor acceptor{io};  // after `io`: destroyed before it
-  const std::shared_ptr<prometheus::Registry> registry;
-  const std::function<void()> before_scrape;
-  const AccessControl* const access;  // may be null: open
+  const MetricsEndpoint endpoint;
   std::thread thread;
   std::atomic<bool> stopped{false};
 };
@@ -55,8 +53,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Read() {
     parser_.emplace();
-    parser_->header_limit(8192);
-    parser_->body_limit(0);  // GET only: a request with a body is refused by the parser
+    LimitMetricsRequest(*parser_);
     stream_.expires_after(Chrono(MetricsHttpServer::kReadTimeout));
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -72,7 +69,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec) return Reply(BadRequest(), /*keep_alive=*/false);  // not HTTP, or too large
     const http::request<http::empty_body>& request = parser_->get();
-    http::response<http::string_body> response = server_->Answer(request);
+    http::response<http::string_body> response = AnswerMetricsRequest(request, server_->endpoint);
     Reply(std::move(response), request.keep_alive());
   }
 
@@ -120,22 +117,8 @@ absl::StatusOr<asio::ip::address> ListenAddress(const std::string& host) {
 
 }  // namespace
 
-void MetricsHttpServer::Impl::Accept() {
-  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-    if (!ec) {
-      if (connections.fetch_add(1) < kMaxConnections) {
-        std::make_shared<Session>(std::move(socket), this)->Read();
-      } else {
-        connections.fetch_sub(1);  // over the cap: closed at once (socket destructor)
-      }
-    }
-    Accept();
-  });
-}
-
-http::response<http::string_body> MetricsHttpServer::Impl::Answer(
-    const http::request<http::empty_body>& request) {
+http::response<http::string_body> AnswerMetricsRequest(
+    const http::request<http::empty_body>& request, const MetricsEndpoint& endpoint) {
   const int version = request.version();
   auto reply = [version](http::status status, std::string body) {
     http::response<http::string_body> r{status, version};
@@ -152,21 +135,35 @@ http::response<http::string_body> MetricsHttpServer::Impl::Answer(
     r = reply(http::status::not_found, "see /metrics\n");
   } else {
     absl::Status allowed = absl::OkStatus();
-    if (access != nullptr) {
+    if (endpoint.access != nullptr) {
       const auto header = request[http::field::authorization];
-      allowed = access->Check(absl::string_view(header.data(), header.size()), Access::kMetrics);
+      allowed = endpoint.access->Check(absl::string_view(header.data(), header.size()), Access::kMetrics);
     }
     if (!allowed.ok()) {
       r = reply(http::status::unauthorized, absl::StrCat(allowed.message(), "\n"));
       r.set(http::field::www_authenticate, "Bearer realm=\"gatescope\"");
     } else {
-      if (before_scrape) before_scrape();
-      r = reply(http::status::ok, prometheus::TextSerializer().Serialize(registry->Collect()));
+      if (endpoint.before_scrape) endpoint.before_scrape();
+      r = reply(http::status::ok, prometheus::TextSerializer().Serialize(endpoint.registry->Collect()));
       r.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
     }
   }
   r.prepare_payload();
   return r;
+}
+
+void MetricsHttpServer::Impl::Accept() {
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+    if (!ec) {
+      if (connections.fetch_add(1) < kMaxConnections) {
+        std::make_shared<Session>(std::move(socket), this)->Read();
+      } else {
+        connections.fetch_sub(1);  // over the cap: closed at once (socket destructor)
+      }
+    }
+    Accept();
+  });
 }
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(

@@ -1,0 +1,35 @@
+// What /metrics answers to one parsed request, apart from the connection handling
+// (metrics_http_server.cc) so that the HTTP layer can be fuzzed without sockets.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include <boost/beast/http.hpp>
+#include <prometheus/registry.h>
+
+#include "server/auth/access_control.h"
+
+namespace gatescope {
+
+namespace http = boost::beast::http;
+
+struct MetricsEndpoint {
+  std::shared_ptr<prometheus::Registry> registry;
+  std::function<void()> before_scrape;  // may be empty
+  const AccessControl* access = nullptr;  // not owned; null: open
+};
+
+// The limits a request is parsed with: heads up to 8 KiB, no body (GET only).
+inline void LimitMetricsRequest(http::request_parser<http::empty_body>& parser) {
+  parser.header_limit(8192);
+  parser.body_limit(0);
+}
+
+// GET /metrics (or /metrics?...): 200 with the text format, or 401 when `access` refuses the
+// request's Authorization; another method: 405; another path: 404. The response is complete
+// (payload prepared); the caller sets keep-alive. Runs `before_scrape` before collecting.
+http::response<http::string_body> AnswerMetricsRequest(
+    const http::request<http::empty_body>& request, const MetricsEndpoint& endpoint);
+
+}  // namespace gatescope
