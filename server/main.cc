@@ -173,6 +173,23 @@ GrpcLimits GrpcLimitsFromFlags() {
   return g;
 }
 
+absl::StatusOr<SecurityOptions> SecurityFromFlags() {
+  SecurityOptions sec;
+  sec.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  sec.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  sec.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  sec.access.tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
+  sec.access.admin_tokens_file = absl::GetFlag(FLAGS_admin_tokens_file);
+  sec.access.exempt.clear();
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_auth_exempt), ',', absl::SkipWhitespace())) {
+    absl::StatusOr<Access> access = ExemptAccessNamed(absl::StripAsciiWhitespace(name));
+    if (!access.ok()) return access.status();
+    sec.access.exempt.insert(*access);
+  }
+  return sec;
+}
+
 absl::StatusOr<ServerOptions> OptionsFromFlags() {
   ServerOptions o;
   o.model_repository = absl::GetFlag(FLAGS_model_repository);
@@ -193,18 +210,9 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.repository_poll_interval = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.grpc = GrpcLimitsFromFlags();
-  o.security.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
-  o.security.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
-  o.security.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
-  o.security.access.tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
-  o.security.access.admin_tokens_file = absl::GetFlag(FLAGS_admin_tokens_file);
-  o.security.access.exempt.clear();
-  for (absl::string_view name :
-       absl::StrSplit(absl::GetFlag(FLAGS_auth_exempt), ',', absl::SkipWhitespace())) {
-    absl::StatusOr<Access> access = ExemptAccessNamed(absl::StripAsciiWhitespace(name));
-    if (!access.ok()) return access.status();
-    o.security.access.exempt.insert(*access);
-  }
+  absl::StatusOr<SecurityOptions> security = SecurityFromFlags();
+  if (!security.ok()) return security.status();
+  o.security = *std::move(security);
   const std::string control = absl::GetFlag(FLAGS_model_control);
   if (control == "none") {
     o.model_control = ServerOptions::ModelControl::kNone;

@@ -1,5 +1,6 @@
 """Runs the real gatescope-server (built in ./build) on free ports, and its client."""
 import importlib
+import os
 import pathlib
 import shutil
 import subprocess
@@ -7,7 +8,9 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-BUILD = REPO / "build"
+# The build whose server and client the tests run: ./build, or another one (e.g. build-asan,
+# the server under AddressSanitizer + UBSan: scripts/asan_integration.sh).
+BUILD = pathlib.Path(os.environ.get("GATESCOPE_BUILD_DIR", REPO / "build"))
 
 
 class RunningServer:

@@ -3,14 +3,14 @@ and shows the defaults; a bad command line exits 2 with the reason (naming the f
 stderr and nothing on stdout. No server is needed: a command line that parses is run
 against a closed port and fails per input, which shows it got past the parser."""
 import json
-import pathlib
 import subprocess
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-CLIENT = REPO / "build" / "client" / "gatescope-client"
-PERF = REPO / "build" / "client" / "gatescope-perf"
+from server_harness import BUILD, REPO
+
+CLIENT = BUILD / "client" / "gatescope-client"
+PERF = BUILD / "client" / "gatescope-perf"
 CLOSED = "127.0.0.1:1"  # nothing listens there: calls fail at once with UNAVAILABLE
 
 
@@ -181,7 +181,7 @@ def test_an_output_directory_that_cannot_be_made_stops_the_command(tmp_path):
     assert "cannot create the output directory" in res.stderr
 
 
-SERVER = REPO / "build" / "server" / "gatescope-server"
+SERVER = BUILD / "server" / "gatescope-server"
 
 
 def test_server_help_lists_every_flag_with_its_default():

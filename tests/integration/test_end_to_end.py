@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from server_harness import REPO, start_server, stop_server
+from server_harness import BUILD, REPO, start_server, stop_server
 from gatescope import ops
 from gatescope.data import fashion_mnist
 from gatescope.data.fashion_mnist import write_pngs
@@ -166,7 +166,7 @@ def test_concurrent_clients_get_their_own_answers(server, pngs):
     files = [str(p) for p, _ in pngs[:60]]
     alone = {l["file"]: l for l in json_lines(
         server.client("predict", "--model", "dgvit_fmnist", *files).stdout)}
-    client = str(REPO / "build" / "client" / "gatescope-client")
+    client = str(BUILD / "client" / "gatescope-client")
     procs = [subprocess.Popen([client, "predict", "--server", server.address, "--model",
                                "dgvit_fmnist", *files[i::4]], stdout=subprocess.PIPE, text=True)
              for i in range(4)]
@@ -220,7 +220,7 @@ def test_config_pbtxt_dynamic_batching_forms_batches(tmp_path, pngs):
     srv = start_server(tmp_path, repo)
     try:
         files = [str(p) for p, _ in pngs[:64]]
-        client = str(REPO / "build" / "client" / "gatescope-client")
+        client = str(BUILD / "client" / "gatescope-client")
         procs = [subprocess.Popen([client, "predict", "--server", srv.address, "--model",
                                    "dgvit_fmnist", *files[i::8]], stdout=subprocess.PIPE,
                                   text=True) for i in range(8)]
@@ -247,7 +247,7 @@ def test_config_pbtxt_dynamic_batching_forms_batches(tmp_path, pngs):
 @pytest.mark.parametrize("api", ["gatescope", "kserve"])
 def test_load_generator_reports_client_and_server_split(server, pngs, api):
     import subprocess
-    cmd = [str(REPO / "build" / "client" / "gatescope-perf"), "--server", server.address,
+    cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", server.address,
            "--model", "vit_fmnist", "--api", api, "--concurrency-range", "1:4:3",
            "--warmup-ms", "300", "--window-ms", "400", "--max-windows", "3",
            *[str(p) for p, _ in pngs[:8]]]
