@@ -69,6 +69,10 @@ ABSL_FLAG(std::string, admin_tokens_file, "",
 ABSL_FLAG(std::string, auth_exempt, "health",
           "Comma-separated categories open without a token: health, metadata, inference, "
           "metrics (grpc.health.v1, what probes call, is always open)");
+ABSL_FLAG(int64_t, max_response_bytes, int64_t{64} << 20,
+          "Largest dense prediction of one call (segmentation masks and probabilities; a "
+          "KServe call's examples share it): larger ones get RESOURCE_EXHAUSTED before they "
+          "are allocated");
 ABSL_FLAG(int, preparation_threads, 0,
           "Threads decoding encoded images before they are queued on their model (0: one per "
           "core); a model's own workers never decode them");
@@ -205,6 +209,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.defaults.instances = absl::GetFlag(FLAGS_instances);
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
   o.explain_max_bytes = absl::GetFlag(FLAGS_explain_max_bytes);
+  o.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   o.preparation_threads = absl::GetFlag(FLAGS_preparation_threads);
   o.preparation_queue = absl::GetFlag(FLAGS_preparation_queue);
   o.repository_poll_interval = absl::Seconds(absl::GetFlag(FLAGS_repository_poll_seconds));

@@ -58,6 +58,7 @@ absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
   repo.root = s.options.model_repository;
   repo.defaults = s.options.defaults;
   repo.tasks.explain_max_bytes = s.options.explain_max_bytes;
+  repo.tasks.response_max_bytes = s.options.max_response_bytes;
   RepositoryDeps rd;
   rd.loader = deps.loader ? deps.loader : &s.torchscript;
   rd.metrics = s.metrics.get();

@@ -110,6 +110,9 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (o.preparation_queue < 1) {
     return OutOfRange("preparation_queue", absl::StrCat(o.preparation_queue), ">= 1");
   }
+  if (o.max_response_bytes < (int64_t{1} << 20)) {
+    return OutOfRange("max_response_bytes", absl::StrCat(o.max_response_bytes), ">= 1 MiB");
+  }
   if (o.explain_max_bytes < 1) {
     return OutOfRange("explain_max_bytes", absl::StrCat(o.explain_max_bytes), ">= 1");
   }

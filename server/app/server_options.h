@@ -65,6 +65,7 @@ struct ServerOptions {
   absl::Duration repository_poll_interval = absl::Seconds(15);  // with kPoll
   absl::Duration drain_timeout = absl::Seconds(10);  // Shutdown: time for calls in flight
   int64_t explain_max_bytes = int64_t{256} << 20;    // per explain request
+  int64_t max_response_bytes = int64_t{64} << 20;    // dense outputs of one call
   int max_message_bytes = 16 << 20;                  // largest request accepted
   // Threads decoding encoded images before they are queued (PreparationPool; 0: one per
   // core) and how many requests' images may wait for them (RESOURCE_EXHAUSTED beyond).

@@ -3,6 +3,7 @@
 // optional PNG and probabilities). Explanations are each decoder stage's gate map and the
 // attention of a query pixel (gatescope.v1 Explain only). KServe adds the "mask" output:
 // UINT8 [B, H0, W0] class indices at the input's size.
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -71,6 +72,7 @@ class SegmentationTask final : public ImageTask {
   SegmentationTask(ModelConfig config, TaskOptions options)
       : ImageTask(std::move(config), options) {
     classes_.classes = this->config().labels_size();
+    classes_.max_bytes = this->options().response_max_bytes;
   }
 
   absl::StatusOr<JobPlan> PlanPrediction(const v1::PredictRequest& request,
@@ -110,12 +112,18 @@ class SegmentationTask final : public ImageTask {
     return JobPlan{std::move(write), ImageJob::Explanation{std::move(collector), std::move(args)}};
   }
 
-  absl::StatusOr<InferWork> PlanInfer(const ::inference::ModelInferRequest&) const override {
+  absl::StatusOr<InferWork> PlanInfer(const ::inference::ModelInferRequest& request) const override {
     InferWork work;
+    // The call's examples share the response cap.
+    SegmentationOptions options = classes_;
+    const int64_t examples = request.inputs_size() > 0 && request.inputs(0).shape_size() > 0
+                                 ? std::max<int64_t>(1, request.inputs(0).shape(0))
+                                 : 1;
+    options.max_bytes = classes_.max_bytes / examples;
     work.known = [this](std::string_view name) {
       return DeclaresOutput(config(), name) || name == kMaskOutput;
     };
-    work.per_example = [options = classes_]() -> absl::StatusOr<ExampleWork> {
+    work.per_example = [options]() -> absl::StatusOr<ExampleWork> {
       ExampleWork one;
       one.extend = [options](NamedTensors& outputs, ImageSize size) -> absl::Status {
         auto seg = Segment(outputs, size, options);

@@ -45,6 +45,9 @@ struct KServeSignature {
 // Server-wide settings tasks apply to requests.
 struct TaskOptions {
   int64_t explain_max_bytes = int64_t{256} << 20;  // --explain_max_bytes
+  // Largest dense prediction output of one call (segmentation masks and probabilities,
+  // checked before they are allocated; a KServe call's examples share it).
+  int64_t response_max_bytes = int64_t{64} << 20;  // --max_response_bytes
 };
 
 class Task : public BatchAssembly {

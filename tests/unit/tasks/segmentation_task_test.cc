@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include "server/api/infer_results.h"
 #include "tests/unit/tasks/task_test_util.h"
 
 namespace gatescope {
@@ -118,6 +119,61 @@ TEST(SegmentationTaskTest, DeclaresLogitsAndAMaskOfAnySize) {
   EXPECT_EQ(s.outputs[1].name, "mask");
   EXPECT_EQ(s.outputs[1].datatype, "UINT8");
   EXPECT_EQ(s.outputs[1].shape, (std::vector<int64_t>{-1, -1}));
+}
+
+}  // namespace
+}  // namespace gatescope
+
+namespace gatescope {
+namespace {
+
+std::unique_ptr<Task> CappedTask(int64_t response_max_bytes) {
+  TaskOptions options;
+  options.response_max_bytes = response_max_bytes;
+  return CreateTask(ParseModelConfig(kSeg).value(), options).value();
+}
+
+// A small image may ask for a large class map (the mask has the image's own size): the
+// response cap refuses it before the map is allocated.
+TEST(SegmentationTaskTest, ResponsesOverTheCapAreRefusedBeforeAllocation) {
+  auto task = CappedTask(int64_t{1} << 20);
+  for (int side : {128, 1024}) {  // 128^2 x 17 bytes = 278 KB fits; 1024^2 x 17 = 17.8 MB not
+    v1::PredictRequest request;
+    SetGrayPixels(request.mutable_tensor(), side, side);
+    v1::PredictResponse response;
+    Outcome outcome;
+    auto job = *task->Predict(request, &response, outcome.Done());
+    ASSERT_TRUE(job->Prepare().ok());
+    job->Finish(Logits());
+    EXPECT_EQ(outcome.status.code(), side == 128 ? absl::StatusCode::kOk
+                                                 : absl::StatusCode::kResourceExhausted)
+        << side << ": " << outcome.status;
+  }
+}
+
+// The examples of one KServe call share the cap: one 128x128 example fits, four do not.
+TEST(SegmentationTaskTest, KServeExamplesShareTheResponseCap) {
+  auto task = CappedTask(int64_t{1} << 20);
+  for (int batch : {1, 4}) {
+    ::inference::ModelInferRequest request;
+    auto* in = request.add_inputs();
+    in->set_name("input");
+    in->set_datatype("UINT8");
+    for (int64_t d : {int64_t{batch}, int64_t{1}, int64_t{128}, int64_t{128}}) in->add_shape(d);
+    request.add_raw_input_contents(std::string(static_cast<size_t>(batch) * 128 * 128, '\0'));
+    ::inference::ModelInferResponse response;
+    Outcome outcome;
+    auto results = std::make_shared<InferResults>(&request, &response, outcome.Done());
+    auto jobs = task->Infer(request, results);
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    for (auto& job : *jobs) {
+      ASSERT_TRUE(job->Prepare().ok());
+      job->Finish(Logits());
+    }
+    EXPECT_EQ(outcome.status.code(), batch == 1 ? absl::StatusCode::kOk
+                                                : absl::StatusCode::kResourceExhausted)
+        << batch << ": " << outcome.status;
+  }
 }
 
 }  // namespace
