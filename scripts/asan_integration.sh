@@ -13,8 +13,10 @@ cmake --build build-asan -j"$(nproc)" \
   --target gatescope-server gatescope-client gatescope-perf gatescope_ops
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 export GATESCOPE_BUILD_DIR="$PWD/build-asan"
-export ASAN_OPTIONS="detect_leaks=1:log_path=$REPORTS/asan"
-export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0"
+# Leak checking stays with the unit tests (scripts/sanitize.sh): at the server's exit,
+# LeakSanitizer's stop-the-world tracer dies with SIGSEGV in this process (measured: "Tracer
+# caught signal 11 ... LeakSanitizer has encountered a fatal error"), which is no finding.
+export ASAN_OPTIONS="detect_leaks=0:log_path=$REPORTS/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$REPORTS/ubsan"
 status=0
 /usr/bin/python3 -m pytest -q tests/integration "$@" || status=1
