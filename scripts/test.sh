@@ -12,6 +12,6 @@ scripts/fetch_mnist.sh
 scripts/build.sh
 status=0
 (cd build && ctest --output-on-failure -j2) || status=1
-/usr/bin/python3 -m pytest -q models/tests tests/integration tests/deploy || status=1
+/usr/bin/python3 -m pytest -q models/tests tests/integration tests/deploy tests/soak || status=1
 scripts/sanitize.sh || status=1
 exit $status

@@ -259,7 +259,10 @@ std::shared_ptr<ServedModel> ModelRepository::LoadVersion(const std::string& nam
                          QuoteName(absl::StrCat(where, "/", kModelFile)));
   }
   auto model = NewVersion(name, version, file.status());
-  if (file.ok()) model->load_status = InitModel(*model, model_dir, *file);
+  if (file.ok()) {
+    model->load_status =
+        HideRepositoryPath(InitModel(*model, model_dir, *file), {root_, options_.root});
+  }
   if (model->load_status.ok() && model->config.name() != model->name) {
     GS_LOG(WARNING) << "model " << model->name << " declares name '" << model->config.name()
                     << "'; serving it as " << model->name;

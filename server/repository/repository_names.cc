@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace gatescope {
 namespace {
@@ -35,6 +36,17 @@ std::string QuoteName(absl::string_view text) {
   std::string quoted = absl::StrCat("'", absl::CHexEscape(shown), "'");
   if (shown.size() < text.size()) absl::StrAppend(&quoted, "... (", text.size(), " bytes)");
   return quoted;
+}
+
+absl::Status HideRepositoryPath(const absl::Status& status,
+                                const std::vector<std::string>& roots) {
+  if (status.ok()) return status;
+  std::string message(status.message());
+  for (const std::string& root : roots) {
+    if (root.empty() || root == "/") continue;
+    message = absl::StrReplaceAll(message, {{root, "<repository>"}});
+  }
+  return absl::Status(status.code(), message);
 }
 
 }  // namespace gatescope

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -24,5 +25,11 @@ bool IsVersionName(absl::string_view name);
 // beyond 64 bytes, cut with the full length said, so that a hostile name cannot make the
 // error larger than the request or hide characters.
 std::string QuoteName(absl::string_view text);
+
+// `status` with every occurrence of `root` (the repository's path, as configured or
+// resolved) in its message replaced by "<repository>": loaders and libraries name the files
+// they failed on, and load errors reach any client that may read model metadata.
+absl::Status HideRepositoryPath(const absl::Status& status,
+                                const std::vector<std::string>& roots);
 
 }  // namespace gatescope

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/batching/dynamic_batcher.h"
+#include "server/repository/repository_names.h"
 #include "tests/mocks/fake_clock.h"
 #include "tests/mocks/fake_loader.h"
 #include "tests/mocks/tensor_job.h"
@@ -361,6 +362,27 @@ TEST_F(ModelRepositoryTest, SymlinksInsideTheRepositoryAreFollowed) {
   EXPECT_EQ((*repo)->LoadModel("alias").code(), absl::StatusCode::kPermissionDenied);
   fs::remove(via);
   fs::remove_all(outside);
+}
+
+}  // namespace
+}  // namespace gatescope
+
+namespace gatescope {
+namespace {
+
+// Load errors reach clients (RepositoryIndex, UNAVAILABLE answers): the repository's path,
+// as configured or resolved, never appears in them.
+TEST(HideRepositoryPath, ReplacesEveryRootInTheMessage) {
+  const absl::Status raw = absl::InvalidArgumentError(
+      "cannot read /srv/models/m/2/model.pt: PytorchStreamReader failed reading "
+      "/srv/models/m/2/model.pt (also /mnt/real/m)");
+  const absl::Status hidden = HideRepositoryPath(raw, {"/mnt/real", "/srv/models"});
+  EXPECT_EQ(hidden.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hidden.message(),
+            "cannot read <repository>/m/2/model.pt: PytorchStreamReader failed reading "
+            "<repository>/m/2/model.pt (also <repository>/m)");
+  EXPECT_TRUE(HideRepositoryPath(absl::OkStatus(), {"/srv"}).ok());
+  EXPECT_EQ(HideRepositoryPath(absl::NotFoundError("/x"), {"/", ""}).message(), "/x");
 }
 
 }  // namespace
