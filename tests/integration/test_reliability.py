@@ -152,22 +152,46 @@ def test_non_finite_inputs_are_refused(server, apis):
     assert predict(v1, v1_stub, encode_gray_png(np.zeros((28, 28), np.uint8))).classes
 
 
+@pytest.mark.parametrize("method", [
+    "/gatescope.v1.Inference/Predict", "/gatescope.v1.Inference/Explain",
+    "/gatescope.v1.Inference/ListModels", "/gatescope.v1.Inference/GetModelMetadata",
+    "/inference.GRPCInferenceService/ModelInfer", "/inference.GRPCInferenceService/ServerLive",
+    "/inference.GRPCInferenceService/ModelStatistics",
+    "/inference.GRPCInferenceService/RepositoryModelLoad"])
+def test_unparseable_messages_get_invalid_argument_with_a_reason(server, apis, method):
+    """Bytes that are not the method's message (a truncated varint, a field with wire type 7)
+    are refused INVALID_ARGUMENT naming the expected message; the server answers on."""
+    _, _, v1, v1_stub = apis
+    channel = grpc.insecure_channel(server.address)
+    raw = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
+    expected = method.rsplit("/", 1)[1]
+    for garbage in (b"\x08\xff\xff", b"\x0f", b"\x0a\x10abc"):
+        with pytest.raises(grpc.RpcError) as err:
+            raw(garbage, timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (garbage, err.value)
+        assert "is not a valid" in err.value.details() and "Request message" in err.value.details()
+        assert expected.replace("GetModelMetadata", "ModelMetadata") in err.value.details()
+    channel.close()
+    assert predict(v1, v1_stub, encode_gray_png(np.zeros((28, 28), np.uint8))).classes
+
+
 def test_malformed_messages_do_not_flood_the_log(server, apis):
     """Invalid UTF-8 in a string field makes protobuf log one line per message; the server
-    lets one such line through per 10 s. (gRPC 1.51's callback API answers a message it cannot
-    parse with UNIMPLEMENTED and no message; that status comes from gRPC itself.)"""
+    lets one such line through per 10 s. Each such call is answered INVALID_ARGUMENT by the
+    server's own parse (wire_message.h), not gRPC's bare UNIMPLEMENTED."""
     _, _, v1, v1_stub = apis
     channel = grpc.insecure_channel(server.address)
     raw = channel.unary_unary("/gatescope.v1.Inference/Predict", request_serializer=None,
                               response_deserializer=None)
     before = server.log().count("protobuf")
-    codes = set()
+    answers = set()
     for _ in range(200):
         try:
             raw(b"\x0a\x02\xff\xfe", timeout=10)  # model_name: 2 bytes of invalid UTF-8
         except grpc.RpcError as err:
-            codes.add(err.code())
+            answers.add((err.code(), err.details()))
     channel.close()
-    assert codes == {grpc.StatusCode.UNIMPLEMENTED}
+    assert answers == {(grpc.StatusCode.INVALID_ARGUMENT, "the request is not a valid "
+                        "gatescope.v1.PredictRequest message (protobuf could not parse it)")}
     assert server.log().count("protobuf") - before <= 2, server.log()[-2000:]
     assert predict(v1, v1_stub, encode_gray_png(np.zeros((28, 28), np.uint8))).classes

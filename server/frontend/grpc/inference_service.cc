@@ -4,8 +4,23 @@
 #include "server/frontend/grpc/authorize.h"
 #include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/status_mapping.h"
+#include "server/frontend/grpc/wire_message.h"
 
 namespace gatescope {
+
+InferenceService::InferenceService(const ModelRepository* repository, const Clock* clock,
+                                   const AccessControl* access)
+    : repository_(repository), clock_(clock), access_(access) {
+  constexpr absl::string_view kService = "gatescope.v1.Inference";
+  MarkMethodCallback(MethodIndex(kService, "Predict"),
+                     ParsingUnaryHandler(this, &InferenceService::Predict));
+  MarkMethodCallback(MethodIndex(kService, "Explain"),
+                     ParsingUnaryHandler(this, &InferenceService::Explain));
+  MarkMethodCallback(MethodIndex(kService, "ListModels"),
+                     ParsingUnaryHandler(this, &InferenceService::ListModels));
+  MarkMethodCallback(MethodIndex(kService, "GetModelMetadata"),
+                     ParsingUnaryHandler(this, &InferenceService::GetModelMetadata));
+}
 
 template <typename Request, typename Response, typename MakeJob>
 grpc::ServerUnaryReactor* InferenceService::Serve(grpc::CallbackServerContext* context,

@@ -16,9 +16,10 @@ class InferenceService final : public ::gatescope::v1::Inference::CallbackServic
  public:
   // `repository`, `clock` (call latencies) and `access` (null: every call allowed) are not
   // owned and must outlive the gRPC server.
+  // Requests are parsed by the server (wire_message.h): a malformed one gets
+  // INVALID_ARGUMENT.
   InferenceService(const ModelRepository* repository, const Clock* clock,
-                   const AccessControl* access = nullptr)
-      : repository_(repository), clock_(clock), access_(access) {}
+                   const AccessControl* access = nullptr);
 
   // After this, new Predict and Explain calls get UNAVAILABLE (graceful drain).
   // Thread-safe.

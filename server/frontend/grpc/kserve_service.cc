@@ -8,6 +8,7 @@
 #include "server/frontend/grpc/authorize.h"
 #include "server/frontend/grpc/model_call.h"
 #include "server/frontend/grpc/status_mapping.h"
+#include "server/frontend/grpc/wire_message.h"
 
 namespace gatescope {
 
@@ -21,7 +22,19 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 
 KServeService::KServeService(ModelRepository* repository, bool explicit_control,
                              const Clock* clock, const AccessControl* access)
-    : repository_(repository), model_control_(explicit_control), clock_(clock), access_(access) {}
+    : repository_(repository), model_control_(explicit_control), clock_(clock), access_(access) {
+  // Every unary RPC parses its own request (wire_message.h). ModelStreamInfer is not served.
+  constexpr absl::string_view kService = "inference.GRPCInferenceService";
+#define GATESCOPE_PARSE_OWN(Rpc) \
+  MarkMethodCallback(MethodIndex(kService, #Rpc), ParsingUnaryHandler(this, &KServeService::Rpc));
+  GATESCOPE_PARSE_OWN(ServerLive) GATESCOPE_PARSE_OWN(ServerReady)
+  GATESCOPE_PARSE_OWN(ModelReady) GATESCOPE_PARSE_OWN(ServerMetadata)
+  GATESCOPE_PARSE_OWN(ModelMetadata) GATESCOPE_PARSE_OWN(ModelInfer)
+  GATESCOPE_PARSE_OWN(ModelConfig) GATESCOPE_PARSE_OWN(ModelStatistics)
+  GATESCOPE_PARSE_OWN(RepositoryIndex) GATESCOPE_PARSE_OWN(RepositoryModelLoad)
+  GATESCOPE_PARSE_OWN(RepositoryModelUnload)
+#undef GATESCOPE_PARSE_OWN
+}
 
 KServeService::~KServeService() = default;
 
