@@ -59,6 +59,9 @@ ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file");
 ABSL_FLAG(std::string, tls_client_ca_file, "",
           "PEM CA certificates: clients must present a certificate one of them signed "
           "(mutual TLS; needs --tls_cert_file)");
+ABSL_FLAG(bool, metrics_tls, true,
+          "With --tls_cert_file, serve /metrics over HTTPS with the same certificate, key and "
+          "client CA; false keeps /metrics on plain HTTP");
 ABSL_FLAG(std::string, auth_tokens_file, "",
           "Bearer tokens (one per line, at least 16 characters) allowed health, metadata, "
           "inference and /metrics; with this or --admin_tokens_file every other call gets "
@@ -182,6 +185,7 @@ absl::StatusOr<SecurityOptions> SecurityFromFlags() {
   sec.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   sec.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   sec.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  sec.metrics_tls = absl::GetFlag(FLAGS_metrics_tls);
   sec.access.tokens_file = absl::GetFlag(FLAGS_auth_tokens_file);
   sec.access.admin_tokens_file = absl::GetFlag(FLAGS_admin_tokens_file);
   sec.access.exempt.clear();

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -78,13 +79,10 @@ absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
 }
 
 // Per model name: SERVING when the version answering unversioned requests is ready.
-// Overall: SERVING only when every model version loaded. Kept current as models change.
+// Overall: SERVING when every model serves (ModelRepository::ServesEveryModel). Kept current
+// as models change.
 void WireHealth(grpc::HealthCheckServiceInterface* health, ModelRepository* repo) {
-  auto refresh_overall = [health, repo] {
-    bool all_ready = true;
-    for (const auto& model : repo->List()) all_ready &= model->ready();
-    health->SetServingStatus("", all_ready);
-  };
+  auto refresh_overall = [health, repo] { health->SetServingStatus("", repo->ServesEveryModel()); };
   for (const auto& model : repo->List()) {
     auto current = repo->Find(model->name, "");
     health->SetServingStatus(model->name, current.ok() && (*current)->ready());
@@ -131,19 +129,28 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
   return text.str();
 }
 
+// The PEM files of options.security, read; nullopt without TLS.
+absl::StatusOr<std::optional<HttpsCredentials>> ReadTlsFiles(const SecurityOptions& sec) {
+  if (sec.tls_cert_file.empty()) return std::nullopt;
+  HttpsCredentials pem;
+  GS_ASSIGN_OR_RETURN(pem.certificate_chain, ReadPem(sec.tls_cert_file, "tls_cert_file"));
+  GS_ASSIGN_OR_RETURN(pem.private_key, ReadPem(sec.tls_key_file, "tls_key_file"));
+  if (!sec.tls_client_ca_file.empty()) {
+    GS_ASSIGN_OR_RETURN(pem.client_ca, ReadPem(sec.tls_client_ca_file, "tls_client_ca_file"));
+  }
+  return pem;
+}
+
 // Insecure, TLS, or mutual TLS (options.security).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const SecurityOptions& sec) {
-  if (sec.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
-  GS_ASSIGN_OR_RETURN(const std::string cert, ReadPem(sec.tls_cert_file, "tls_cert_file"));
-  GS_ASSIGN_OR_RETURN(const std::string key, ReadPem(sec.tls_key_file, "tls_key_file"));
-  const bool mutual = !sec.tls_client_ca_file.empty();
+  GS_ASSIGN_OR_RETURN(const std::optional<HttpsCredentials> pem, ReadTlsFiles(sec));
+  if (!pem) return grpc::InsecureServerCredentials();
+  const bool mutual = !pem->client_ca.empty();
   grpc::SslServerCredentialsOptions ssl(
       mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
              : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  if (mutual) {
-    GS_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(sec.tls_client_ca_file, "tls_client_ca_file"));
-  }
-  ssl.pem_key_cert_pairs.push_back({key, cert});
+  ssl.pem_root_certs = pem->client_ca;
+  ssl.pem_key_cert_pairs.push_back({pem->private_key, pem->certificate_chain});
   return grpc::SslServerCredentials(ssl);
 }
 
@@ -203,15 +210,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   state->metrics = std::make_unique<ServerMetrics>(state->registry);
   GS_ASSIGN_OR_RETURN(state->access, AccessControl::Load(options.security.access));
-  GS_RETURN_IF_ERROR(StartRepository(*state, deps));
+  // /metrics first: bad HTTPS files stop the server before any model loads.
   if (options.metrics_port >= 0) {
     ServerMetrics* metrics = state->metrics.get();
+    MetricsHttpOptions http;
+    http.before_scrape = [metrics] { metrics->RefreshProcessGauges(); };
+    http.access = state->access.get();
+    if (options.security.metrics_tls) {
+      GS_ASSIGN_OR_RETURN(http.https, ReadTlsFiles(options.security));
+    }
     GS_ASSIGN_OR_RETURN(state->metrics_server,
                         MetricsHttpServer::Start(options.host, options.metrics_port,
-                                                 state->registry,
-                                                 [metrics] { metrics->RefreshProcessGauges(); },
-                                                 state->access.get()));
+                                                 state->registry, std::move(http)));
   }
+  GS_RETURN_IF_ERROR(StartRepository(*state, deps));
   GS_RETURN_IF_ERROR(StartGrpc(*state, deps.clock ? deps.clock : RealClock::Get()));
   std::unique_ptr<Server> server(new Server(std::move(state)));
   GS_LOG(INFO) << "serving gRPC on " << ListenAddress(options.host, server->grpc_port())

@@ -39,10 +39,13 @@ struct GrpcLimits {
 // Transport security and who may call what. TLS: cert + key (PEM files) serve gRPC over
 // TLS; with client_ca as well, clients must present a certificate it signed (mutual TLS).
 // Tokens: see AccessOptions (server/auth/access_control.h).
+// /metrics follows: HTTPS with the same certificate, key and client CA whenever gRPC uses
+// TLS, unless metrics_tls is false (plain HTTP, e.g. for a scraper inside the pod).
 struct SecurityOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
+  bool metrics_tls = true;
   AccessOptions access;
 };
 

@@ -7,11 +7,14 @@
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +23,7 @@ namespace gatescope {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 struct MetricsHttpServer::Impl {
@@ -29,6 +33,7 @@ struct MetricsHttpServer::Impl {
   void Accept();
 
   std::atomic<int> connections{0};  // before `io`: sessions destroyed with it decrement it
+  std::optional<ssl::context> tls;  // set: HTTPS; before `io`, which holds the sessions
   asio::io_context io{1};
   tcp::acceptor acceptor{io};  // after `io`: destroyed before it
   const MetricsEndpoint endpoint;
@@ -43,31 +48,54 @@ std::chrono::steady_clock::duration Chrono(Duration d) {
   return absl::ToChronoNanoseconds(d);
 }
 
-// One connection: read a request head (with a deadline), answer, repeat while keep-alive.
-// Owned by the handlers in flight (shared_from_this); runs on the server's one thread.
-class Session : public std::enable_shared_from_this<Session> {
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// One connection: (HTTPS: a TLS handshake, with a deadline) read a request head (with a
+// deadline), answer, repeat while keep-alive. Owned by the handlers in flight
+// (shared_from_this); runs on the server's one thread.
+template <typename Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
  public:
-  Session(tcp::socket socket, MetricsHttpServer::Impl* server)
-      : stream_(std::move(socket)), server_(server) {}
+  template <typename... StreamArgs>
+  explicit Session(MetricsHttpServer::Impl* server, StreamArgs&&... args)
+      : stream_(std::forward<StreamArgs>(args)...), server_(server) {}
   ~Session() { server_->connections.fetch_sub(1); }
+
+  void Start() {
+    if constexpr (kTls) {
+      Tcp().expires_after(Chrono(MetricsHttpServer::kReadTimeout));
+      stream_.async_handshake(ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (!ec) self->Read();  // else dropped: the socket closes
+                              });
+    } else {
+      Read();
+    }
+  }
+
+ private:
+  beast::tcp_stream& Tcp() { return beast::get_lowest_layer(stream_); }
 
   void Read() {
     parser_.emplace();
     LimitMetricsRequest(*parser_);
-    stream_.expires_after(Chrono(MetricsHttpServer::kReadTimeout));
+    Tcp().expires_after(Chrono(MetricsHttpServer::kReadTimeout));
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
                        self->OnRead(ec);
                      });
   }
 
- private:
   void OnRead(beast::error_code ec) {
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == asio::error::operation_aborted) {
-      return Close();  // closed by the peer, too slow, or the server is stopping
+    if (ec && ec.category() == http::make_error_code(http::error::bad_target).category() &&
+        ec != http::error::end_of_stream) {
+      return Reply(BadRequest(), /*keep_alive=*/false);  // not HTTP, or too large
     }
-    if (ec) return Reply(BadRequest(), /*keep_alive=*/false);  // not HTTP, or too large
+    // Closed by the peer, too slow, the server is stopping, or a TLS failure.
+    if (ec) return Close();
     const http::request<http::empty_body>& request = parser_->get();
     http::response<http::string_body> response = AnswerMetricsRequest(request, server_->endpoint);
     Reply(std::move(response), request.keep_alive());
@@ -84,25 +112,54 @@ class Session : public std::enable_shared_from_this<Session> {
   void Reply(http::response<http::string_body> response, bool keep_alive) {
     response.keep_alive(keep_alive);
     response_ = std::make_shared<http::response<http::string_body>>(std::move(response));
-    stream_.expires_after(Chrono(MetricsHttpServer::kWriteTimeout));
+    Tcp().expires_after(Chrono(MetricsHttpServer::kWriteTimeout));
     http::async_write(stream_, *response_,
-                      [self = shared_from_this(), keep_alive](beast::error_code ec, size_t) {
+                      [self = this->shared_from_this(), keep_alive](beast::error_code ec, size_t) {
                         if (ec || !keep_alive) return self->Close();
                         self->Read();
                       });
   }
 
+  // Ends the connection: HTTPS sends TLS close_notify first (within kWriteTimeout); the
+  // socket itself closes when the last handler lets the session go.
   void Close() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if constexpr (kTls) {
+      Tcp().expires_after(Chrono(MetricsHttpServer::kWriteTimeout));
+      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {});
+    } else {
+      beast::error_code ignored;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    }
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::empty_body>> parser_;
   std::shared_ptr<http::response<http::string_body>> response_;
   MetricsHttpServer::Impl* const server_;
 };
+
+// An OpenSSL server context from `c`: TLS 1.2 or later; with a client CA, peers without a
+// certificate it signed fail the handshake.
+absl::StatusOr<ssl::context> TlsContext(const HttpsCredentials& c) {
+  ssl::context context(ssl::context::tls_server);
+  context.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                      ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                      ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  beast::error_code ec;
+  context.use_certificate_chain(asio::buffer(c.certificate_chain), ec);
+  if (!ec) context.use_private_key(asio::buffer(c.private_key), ssl::context::pem, ec);
+  if (!ec && !c.client_ca.empty()) {
+    context.add_certificate_authority(asio::buffer(c.client_ca), ec);
+    if (!ec) context.set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert, ec);
+  }
+  if (ec) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics HTTPS: OpenSSL refuses the certificate, key or client CA: ",
+                     ec.message()));
+  }
+  return context;
+}
 
 absl::StatusOr<asio::ip::address> ListenAddress(const std::string& host) {
   beast::error_code ec;
@@ -156,10 +213,12 @@ void MetricsHttpServer::Impl::Accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (!ec) {
-      if (connections.fetch_add(1) < kMaxConnections) {
-        std::make_shared<Session>(std::move(socket), this)->Read();
-      } else {
+      if (connections.fetch_add(1) >= kMaxConnections) {
         connections.fetch_sub(1);  // over the cap: closed at once (socket destructor)
+      } else if (tls) {
+        std::make_shared<Session<TlsStream>>(this, std::move(socket), *tls)->Start();
+      } else {
+        std::make_shared<Session<PlainStream>>(this, std::move(socket))->Start();
       }
     }
     Accept();
@@ -168,10 +227,16 @@ void MetricsHttpServer::Impl::Accept() {
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& host, int port, std::shared_ptr<prometheus::Registry> registry,
-    std::function<void()> before_scrape, const AccessControl* access) {
+    MetricsHttpOptions options) {
   absl::StatusOr<asio::ip::address> address = ListenAddress(host);
   if (!address.ok()) return address.status();
-  auto impl = std::make_unique<Impl>(std::move(registry), std::move(before_scrape), access);
+  auto impl = std::make_unique<Impl>(std::move(registry), std::move(options.before_scrape),
+                                     options.access);
+  if (options.https) {
+    absl::StatusOr<ssl::context> tls = TlsContext(*options.https);
+    if (!tls.ok()) return tls.status();
+    impl->tls.emplace(*std::move(tls));
+  }
   const tcp::endpoint endpoint(*address, static_cast<unsigned short>(port));
   beast::error_code ec;
   impl->acceptor.open(endpoint.protocol(), ec);

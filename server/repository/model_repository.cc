@@ -376,6 +376,16 @@ absl::StatusOr<std::shared_ptr<ServedModel>> ModelRepository::Find(
   return v->second;
 }
 
+bool ModelRepository::ServesEveryModel() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [name, versions] : models_) {
+    bool serving = false;
+    for (const auto& [version, model] : versions) serving |= model->ready();
+    if (!serving) return false;
+  }
+  return true;
+}
+
 std::vector<std::shared_ptr<ServedModel>> ModelRepository::List() const {
   absl::MutexLock lock(&mu_);
   std::vector<std::shared_ptr<ServedModel>> out;

@@ -94,6 +94,11 @@ class ModelRepository {
   // Every model version, ordered by name then version. Thread-safe.
   std::vector<std::shared_ptr<ServedModel>> List() const;
 
+  // True when every model answers unversioned requests: each name has at least one version
+  // that loaded. A version that failed beside a serving one (a corrupt upload in poll mode)
+  // shows in List() and RepositoryIndex but does not make the server unready. Thread-safe.
+  bool ServesEveryModel() const;
+
   // Stops every scheduler after draining its queue, and refuses later loads and unloads.
   // Blocks; idempotent; safe beside a concurrent load.
   void StopAll();

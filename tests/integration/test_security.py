@@ -1,9 +1,13 @@
 """TLS, mutual TLS and bearer tokens on the real server, with a CA, server and client
 certificates made at test time by Debian's openssl: what each token may call over both APIs
-and /metrics, that plaintext and certificate-less clients cannot connect, that the client CLI
+and /metrics (HTTPS, mutual TLS), that plaintext and certificate-less clients cannot connect, that the client CLI
 talks to such a server, and that bad security flags stop the server at start."""
+import http.client
 import shutil
+import socket
+import ssl
 import subprocess
+import time
 import urllib.error
 import urllib.request
 
@@ -108,15 +112,73 @@ def test_tokens_decide_what_each_caller_may_do(server, pki, apis):
             == grpc.StatusCode.OK
 
 
-def test_metrics_need_a_token(server):
-    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+def https_context(pki, client_cert=True):
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    if client_cert:
+        context.load_cert_chain(str(pki / "client.crt"), str(pki / "client.key"))
+    return context
+
+
+def scrape(port, pki, token=None, client_cert=True, timeout=10):
+    request = urllib.request.Request(f"https://127.0.0.1:{port}/metrics",
+                                     headers={"Authorization": f"Bearer {token}"} if token else {})
+    return urllib.request.urlopen(request, timeout=timeout,
+                                  context=https_context(pki, client_cert)).read().decode()
+
+
+def test_metrics_are_served_over_mutual_tls_and_need_a_token(server, pki):
     with pytest.raises(urllib.error.HTTPError) as err:
-        urllib.request.urlopen(url, timeout=10)
+        scrape(server.metrics_port, pki)
     assert err.value.code == 401
     assert err.value.headers["WWW-Authenticate"].startswith("Bearer")
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {USER}"})
-    body = urllib.request.urlopen(request, timeout=10).read().decode()
-    assert "gatescope_requests_total" in body or "gatescope_request" in body
+    assert "gatescope_inference_count" in scrape(server.metrics_port, pki, USER)
+    # Plain HTTP gets no answer; HTTPS without a client certificate fails the handshake.
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10)
+    with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):
+        scrape(server.metrics_port, pki, USER, client_cert=False)
+
+
+def test_silent_tls_peers_neither_block_scrapes_nor_stay_open(server, pki):
+    """Connections that never start their handshake hold only themselves: a scrape beside 40
+    of them is answered at once, and each is closed after the 5 s handshake deadline."""
+    silent = [socket.create_connection(("127.0.0.1", server.metrics_port)) for _ in range(40)]
+    try:
+        start = time.monotonic()
+        assert "gatescope_inference_count" in scrape(server.metrics_port, pki, USER)
+        assert time.monotonic() - start < 2
+        silent[0].settimeout(15)
+        start = time.monotonic()
+        assert silent[0].recv(1) == b""  # closed by the server
+        assert time.monotonic() - start < 10
+    finally:
+        for s in silent:
+            s.close()
+
+
+def test_metrics_tls_false_keeps_metrics_on_plain_http(tmp_path, pki):
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "model_repository" / MODEL, repo / MODEL)
+    srv = start_server(tmp_path, repo, [
+        f"--tls_cert_file={pki / 'server.crt'}", f"--tls_key_file={pki / 'server.key'}",
+        "--metrics_tls=false"])
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics",
+                                      timeout=10).read().decode()
+        assert "gatescope_inference_count" in body
+    finally:
+        assert stop_server(srv) == 0, srv.log()
+
+
+def test_unusable_tls_files_stop_the_server(tmp_path, pki):
+    """A key that does not match the certificate is refused at start, by gRPC or OpenSSL."""
+    result = subprocess.run([str(BUILD / "server" / "gatescope-server"),
+                             f"--model_repository={REPO / 'model_repository'}", "--grpc_port=0",
+                             "--metrics_port=0", f"--tls_cert_file={pki / 'server.crt'}",
+                             f"--tls_key_file={pki / 'client.key'}"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "metrics HTTPS" in result.stderr or "key" in result.stderr.lower(), result.stderr
 
 
 def test_clients_without_tls_or_certificate_cannot_connect(server, pki, apis):

@@ -599,6 +599,8 @@ def phase_poll_faults(run, apis, plans, workdir):
             run.violate("poll faults", f"{label}: the repository index never showed it")
         if not server.alive():
             run.violate("poll faults", f"{label}: server died (exit {server.proc.returncode})")
+        if rec["overall_health"] != "SERVING":  # version 1 serves throughout
+            run.violate("poll faults", f"{label}: overall health {rec['overall_health']}")
 
     def state(index, v):
         return index.get((name, v), ("absent", ""))[0]

@@ -52,9 +52,7 @@ grpc::ServerUnaryReactor* KServeService::ServerReady(Ctx* ctx, const kv::ServerR
   if (absl::Status st = Authorize(*ctx, access_, Access::kHealth); !st.ok()) {
     return FinishNow(ctx, st);
   }
-  bool ready = !shutting_down_.load();
-  for (const auto& m : repository_->List()) ready &= m->ready();
-  response->set_ready(ready);
+  response->set_ready(!shutting_down_.load() && repository_->ServesEveryModel());
   return FinishNow(ctx, absl::OkStatus());
 }
 

@@ -66,9 +66,10 @@ struct Fixture {
   explicit Fixture(const AccessControl* access = nullptr) {
     auto& family = prometheus::BuildCounter().Name("test_scrapes_total").Help("h").Register(*registry);
     counter = &family.Add({});
-    server = MetricsHttpServer::Start("127.0.0.1", 0, registry, [this] { counter->Increment(); },
-                                      access)
-                 .value();
+    MetricsHttpOptions options;
+    options.before_scrape = [this] { counter->Increment(); };
+    options.access = access;
+    server = MetricsHttpServer::Start("127.0.0.1", 0, registry, std::move(options)).value();
   }
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   prometheus::Counter* counter = nullptr;

@@ -87,6 +87,19 @@ TEST_F(ModelRepositoryTest, VersionsOrderNumericallyAndDefaultToHighestReady) {
   EXPECT_EQ(listed, (std::vector<std::string>{"m/1", "m/2", "m/9", "m/10", "other/7"}));
 }
 
+TEST_F(ModelRepositoryTest, ServesEveryModelWhenEachNameHasAReadyVersion) {
+  AddVersion("m", "1");
+  AddVersion("m", "2");  // fails beside a ready version: the server still serves m
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  EXPECT_TRUE((*repo)->ServesEveryModel());
+  AddVersion("other", "7");  // a model none of whose versions loads
+  ASSERT_FALSE((*repo)->LoadModel("other").ok());
+  EXPECT_FALSE((*repo)->ServesEveryModel());
+  ASSERT_TRUE((*repo)->UnloadModel("other").ok());
+  EXPECT_TRUE((*repo)->ServesEveryModel());
+}
+
 TEST_F(ModelRepositoryTest, OnlyNumberedVersionsAndPortableModelNamesCount) {
   // Backups and aliases next to the versions are not versions: "1.bak" and "latest" would
   // otherwise sort above every number and serve as the default.
