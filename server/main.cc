@@ -70,8 +70,9 @@ ABSL_FLAG(std::string, admin_tokens_file, "",
           "Bearer tokens also allowed model control (RepositoryModelLoad/Unload); inference "
           "tokens get PERMISSION_DENIED there");
 ABSL_FLAG(std::string, auth_exempt, "health",
-          "Comma-separated categories open without a token: health, metadata, inference, "
-          "metrics (grpc.health.v1, what probes call, is always open)");
+          "Comma-separated categories open without a token: health (grpc.health.v1, what "
+          "probes call, and KServe ServerLive/ServerReady/ModelReady), metadata, inference, "
+          "metrics");
 ABSL_FLAG(int64_t, max_response_bytes, int64_t{64} << 20,
           "Largest dense prediction of one call (segmentation masks and probabilities; a "
           "KServe call's examples share it): larger ones get RESOURCE_EXHAUSTED before they "

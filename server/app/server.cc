@@ -3,7 +3,6 @@
 #include <ATen/Parallel.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 #include "server/batching/preparing_scheduler.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
+#include "server/frontend/grpc/health_service.h"
 #include "server/frontend/grpc/inference_service.h"
 #include "server/frontend/grpc/kserve_service.h"
 #include "server/metrics/metrics_http_server.h"
@@ -39,9 +39,10 @@ struct Server::State {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<ServerMetrics> metrics;
   std::unique_ptr<AccessControl> access;  // who may call what; outlives the services
+  std::unique_ptr<MetricsHttpServer> metrics_server;
+  std::unique_ptr<HealthService> health;  // outlives the repository, which updates it
   std::unique_ptr<PreparationPool> preparation;  // outlives the models' schedulers
   std::unique_ptr<ModelRepository> repository;
-  std::unique_ptr<MetricsHttpServer> metrics_server;
   std::unique_ptr<InferenceService> inference;
   std::unique_ptr<KServeService> kserve;
   std::unique_ptr<grpc::Server> grpc;
@@ -81,7 +82,7 @@ absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
 // Per model name: SERVING when the version answering unversioned requests is ready.
 // Overall: SERVING when every model serves (ModelRepository::ServesEveryModel). Kept current
 // as models change.
-void WireHealth(grpc::HealthCheckServiceInterface* health, ModelRepository* repo) {
+void WireHealth(HealthService* health, ModelRepository* repo) {
   auto refresh_overall = [health, repo] { health->SetServingStatus("", repo->ServesEveryModel()); };
   for (const auto& model : repo->List()) {
     auto current = repo->Find(model->name, "");
@@ -161,7 +162,6 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock) {
       clock, s.access.get());
   GS_ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ServerCredentials> credentials,
                       Credentials(s.options.security));
-  grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = ListenAddress(s.options.host, s.options.grpc_port);
@@ -172,9 +172,10 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock) {
   ApplyQuotaAndMessageSize(s.options, builder);
   builder.RegisterService(s.inference.get());
   builder.RegisterService(s.kserve.get());
+  builder.RegisterService(s.health.get());
+  WireHealth(s.health.get(), s.repository.get());  // statuses set before the first call
   s.grpc = builder.BuildAndStart();
   if (!s.grpc || s.grpc_port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
-  WireHealth(s.grpc->GetHealthCheckService(), s.repository.get());
   return absl::OkStatus();
 }
 
@@ -223,6 +224,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                         MetricsHttpServer::Start(options.host, options.metrics_port,
                                                  state->registry, std::move(http)));
   }
+  state->health = std::make_unique<HealthService>(state->access.get());
   GS_RETURN_IF_ERROR(StartRepository(*state, deps));
   GS_RETURN_IF_ERROR(StartGrpc(*state, deps.clock ? deps.clock : RealClock::Get()));
   std::unique_ptr<Server> server(new Server(std::move(state)));
@@ -247,7 +249,7 @@ void Server::Shutdown() {
   if (state_->shut_down) return;
   state_->shut_down = true;
   State& s = *state_;
-  s.grpc->GetHealthCheckService()->Shutdown();  // every service reports NOT_SERVING
+  s.health->Shutdown();  // every service reports NOT_SERVING; Watch streams end
   s.inference->BeginShutdown();
   s.kserve->BeginShutdown();
   if (s.poller) s.poller->Stop();

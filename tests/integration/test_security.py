@@ -3,6 +3,7 @@ certificates made at test time by Debian's openssl: what each token may call ove
 and /metrics (HTTPS, mutual TLS), that plaintext and certificate-less clients cannot connect, that the client CLI
 talks to such a server, and that bad security flags stop the server at start."""
 import http.client
+import json
 import shutil
 import socket
 import ssl
@@ -166,6 +167,32 @@ def test_metrics_tls_false_keeps_metrics_on_plain_http(tmp_path, pki):
         body = urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics",
                                       timeout=10).read().decode()
         assert "gatescope_inference_count" in body
+    finally:
+        assert stop_server(srv) == 0, srv.log()
+
+
+def test_grpc_health_needs_a_token_unless_health_is_exempt(server, tmp_path, pki):
+    """grpc.health.v1 (what probes call) is in the health category: open on the module's
+    server (default exemption), token-only on a server with nothing exempt."""
+    tls = ["--tls-ca", str(pki / "ca.crt"), "--tls-cert", str(pki / "client.crt"),
+           "--tls-key", str(pki / "client.key")]
+    open_probe = server.client("health", *tls)
+    assert open_probe.returncode == 0, open_probe.stderr
+    assert json.loads(open_probe.stdout.splitlines()[0])["status"] == "SERVING"
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "model_repository" / MODEL, repo / MODEL)
+    srv = start_server(tmp_path, repo, [f"--auth_tokens_file={pki / 'tokens'}",
+                                        "--auth_exempt="])
+    try:
+        refused = srv.client("health")
+        assert refused.returncode != 0
+        assert "UNAUTHENTICATED" in refused.stdout + refused.stderr
+        token = tmp_path / "token"
+        token.write_text(USER)
+        for service in ("", MODEL):
+            ok = srv.client("health", "--service", service, "--token-file", str(token))
+            assert ok.returncode == 0, ok.stdout + ok.stderr
+            assert json.loads(ok.stdout.splitlines()[0])["status"] == "SERVING"
     finally:
         assert stop_server(srv) == 0, srv.log()
 
