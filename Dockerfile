@@ -24,7 +24,7 @@ RUN apt-get update -qq \
       libtorch-dev libopenblas0-pthread \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libopencv-dev libpng-dev libjpeg62-turbo-dev libabsl-dev prometheus-cpp-dev libcli11-dev \
-      libboost-dev libssl-dev \
+      libboost-dev libssl-dev libjemalloc-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./

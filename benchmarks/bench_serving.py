@@ -4,8 +4,9 @@
 Starts gatescope-server twice on loopback — once with batching off (max_batch_size 1) and
 once with dynamic batching (max_batch_size 64, --max_queue_delay_us) — and drives each with
 gatescope-perf at concurrency 1, 8, 32 and 64 (the load generator runs on the same machine).
-Also measures the model's in-process batched forward (batch 64, TorchScript, same threads)
-so the server's own overhead shows as a fraction. Prints one markdown table.
+Also measures the model's in-process batched forward (batch 64, TorchScript, same threads,
+under the server's allocator: jemalloc as server/allocator.cc configures it) so the server's
+own overhead shows as a fraction. Prints one markdown table.
 
 Usage: /usr/bin/python3 benchmarks/bench_serving.py [--threads 2] [--delay-us 2000]
 """
@@ -51,7 +52,23 @@ def run_perf(server, levels, inputs, window_ms):
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
+def under_the_server_s_allocator():
+    """Re-executes this script with jemalloc preloaded and configured as the server configures
+    it (server/allocator.cc), so that the in-process ceiling and the server allocate alike;
+    returns when that is already so."""
+    import os
+    import re
+    jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+    if jemalloc in os.environ.get("LD_PRELOAD", ""):
+        return
+    conf = re.search(r'malloc_conf = "([^"]*)"',
+                     (ROOT / "server" / "allocator.cc").read_text()).group(1)
+    env = dict(os.environ, LD_PRELOAD=jemalloc, MALLOC_CONF=conf)
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
 def main():
+    under_the_server_s_allocator()
     from server_harness import start_server, stop_server
     from gatescope.data.fashion_mnist import write_pngs
     ap = argparse.ArgumentParser(description=__doc__)

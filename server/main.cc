@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/allocator.h"
 #include "server/app/library_logs.h"
 #include "server/app/server.h"
 #include "server/common/log.h"
@@ -73,6 +74,9 @@ ABSL_FLAG(std::string, auth_exempt, "health",
           "Comma-separated categories open without a token: health (grpc.health.v1, what "
           "probes call, and KServe ServerLive/ServerReady/ModelReady), metadata, inference, "
           "metrics");
+ABSL_FLAG(int, return_unused_memory_seconds, 30,
+          "Every this many seconds, memory the allocator holds unused goes back to the system "
+          "(0: never); between these returns freed memory is reused without page faults");
 ABSL_FLAG(int64_t, max_response_bytes, int64_t{64} << 20,
           "Largest dense prediction of one call (segmentation masks and probabilities; a "
           "KServe call's examples share it): larger ones get RESOURCE_EXHAUSTED before they "
@@ -281,6 +285,13 @@ int Run() {
   }
   // Malformed messages make protobuf log a line each; any client could flood the log.
   LimitProtobufLogs(RealClock::Get());
+  if (absl::GetFlag(FLAGS_return_unused_memory_seconds) < 0) {
+    std::cerr << "gatescope-server: return_unused_memory_seconds must be >= 0\n";
+    return kUsageError;
+  }
+  GS_LOG(INFO) << "allocator: " << DescribeAllocator();
+  const UnusedMemoryReturner returner(
+      absl::Seconds(absl::GetFlag(FLAGS_return_unused_memory_seconds)));
   auto server = Server::Start(*options);
   if (!server.ok()) {
     GS_LOG(ERROR) << server.status();

@@ -53,7 +53,7 @@ def import_api_modules(out_dir):
         "gatescope.v1.inference_pb2", "gatescope.v1.inference_pb2_grpc"))
 
 
-def start_server(tmp_path, repo_dir, extra=()):
+def start_server(tmp_path, repo_dir, extra=(), env=None):
     port_file = tmp_path / "ports"
     log_path = tmp_path / "server.log"
     cmd = [str(BUILD / "server" / "gatescope-server"), f"--model_repository={repo_dir}",
@@ -61,7 +61,8 @@ def start_server(tmp_path, repo_dir, extra=()):
            "--grpc_port=0", "--metrics_port=0", f"--port_file={port_file}",
            "--torch_threads=2", *extra]
     log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                            env=None if env is None else {**os.environ, **env})
     deadline = time.time() + 120
     while not port_file.exists():
         if proc.poll() is not None:
