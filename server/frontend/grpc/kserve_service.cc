@@ -27,12 +27,7 @@ KServeService::KServeService(ModelRepository* repository, bool explicit_control,
   constexpr absl::string_view kService = "inference.GRPCInferenceService";
 #define GATESCOPE_PARSE_OWN(Rpc) \
   MarkMethodCallback(MethodIndex(kService, #Rpc), ParsingUnaryHandler(this, &KServeService::Rpc));
-  GATESCOPE_PARSE_OWN(ServerLive) GATESCOPE_PARSE_OWN(ServerReady)
-  GATESCOPE_PARSE_OWN(ModelReady) GATESCOPE_PARSE_OWN(ServerMetadata)
-  GATESCOPE_PARSE_OWN(ModelMetadata) GATESCOPE_PARSE_OWN(ModelInfer)
-  GATESCOPE_PARSE_OWN(ModelConfig) GATESCOPE_PARSE_OWN(ModelStatistics)
-  GATESCOPE_PARSE_OWN(RepositoryIndex) GATESCOPE_PARSE_OWN(RepositoryModelLoad)
-  GATESCOPE_PARSE_OWN(RepositoryModelUnload)
+  GATESCOPE_KSERVE_UNARY_RPCS(GATESCOPE_PARSE_OWN)
 #undef GATESCOPE_PARSE_OWN
 }
 

@@ -18,6 +18,13 @@
 #include "server/frontend/grpc/control_queue.h"
 #include "server/repository/model_repository.h"
 
+// The unary RPCs of inference.GRPCInferenceService (all but ModelStreamInfer), as an
+// X-macro: X(Rpc) for each.
+#define GATESCOPE_KSERVE_UNARY_RPCS(X)                                                 \
+  X(ServerLive) X(ServerReady) X(ModelReady) X(ServerMetadata) X(ModelMetadata)        \
+  X(ModelInfer) X(ModelConfig) X(ModelStatistics) X(RepositoryIndex)                   \
+  X(RepositoryModelLoad) X(RepositoryModelUnload)
+
 namespace gatescope {
 
 // Finishes the call's default reactor with `status` at once.
@@ -38,16 +45,12 @@ class KServeService final : public ::inference::GRPCInferenceService::CallbackSe
 
   using Reactor = grpc::ServerUnaryReactor;
   using Ctx = grpc::CallbackServerContext;
-  // Every RPC of inference.GRPCInferenceService, declared from one list:
+  // Every unary RPC of inference.GRPCInferenceService, declared from one list
+  // (GATESCOPE_KSERVE_UNARY_RPCS, above):
   // Reactor* <Rpc>(Ctx*, const inference::<Rpc>Request*, inference::<Rpc>Response*).
 #define GATESCOPE_KSERVE_RPC(Rpc) \
   Reactor* Rpc(Ctx*, const ::inference::Rpc##Request*, ::inference::Rpc##Response*) override;
-  GATESCOPE_KSERVE_RPC(ServerLive) GATESCOPE_KSERVE_RPC(ServerReady)
-  GATESCOPE_KSERVE_RPC(ModelReady) GATESCOPE_KSERVE_RPC(ServerMetadata)
-  GATESCOPE_KSERVE_RPC(ModelMetadata) GATESCOPE_KSERVE_RPC(ModelInfer)
-  GATESCOPE_KSERVE_RPC(ModelConfig) GATESCOPE_KSERVE_RPC(ModelStatistics)
-  GATESCOPE_KSERVE_RPC(RepositoryIndex) GATESCOPE_KSERVE_RPC(RepositoryModelLoad)
-  GATESCOPE_KSERVE_RPC(RepositoryModelUnload)
+  GATESCOPE_KSERVE_UNARY_RPCS(GATESCOPE_KSERVE_RPC)
 #undef GATESCOPE_KSERVE_RPC
 
  private:
