@@ -37,9 +37,13 @@ std::string DescribeAllocator() {
   uint64_t before = 0;
   uint64_t after = 0;
   size = sizeof(uint64_t);
-  mallctl("thread.allocated", &before, &size, nullptr, 0);
+  const bool counted = mallctl("thread.allocated", &before, &size, nullptr, 0) == 0;
   void* volatile block = malloc(1 << 20);
-  mallctl("thread.allocated", &after, &size, nullptr, 0);
+  if (!counted || mallctl("thread.allocated", &after, &size, nullptr, 0) != 0) {
+    free(block);
+    return absl::StrCat("jemalloc ", version, " linked; its statistics cannot tell whether it "
+                        "is malloc");
+  }
   free(block);
   if (after - before < (1u << 20)) {
     return "not jemalloc: another allocator (a preloaded one?) took malloc over the linked "

@@ -54,6 +54,23 @@ struct Server::State {
 
 namespace {
 
+// Per model name: SERVING when the version answering unversioned requests is ready.
+// Overall: SERVING when every model serves (ModelRepository::ServesEveryModel). Kept current
+// as models change.
+// Called before anything can change the repository (poller, model control).
+void WireHealth(HealthService* health, ModelRepository* repo) {
+  auto refresh_overall = [health, repo] { health->SetServingStatus("", repo->ServesEveryModel()); };
+  for (const auto& model : repo->List()) {
+    auto current = repo->Find(model->name, "");
+    health->SetServingStatus(model->name, current.ok() && (*current)->ready());
+  }
+  refresh_overall();
+  repo->SetStateListener([health, refresh_overall](const std::string& name, bool ready) {
+    health->SetServingStatus(name, ready);
+    refresh_overall();
+  });
+}
+
 absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
   const Clock* clock = deps.clock ? deps.clock : RealClock::Get();
   RepositoryOptions repo;
@@ -72,27 +89,12 @@ absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
       PreparingScheduler::Wrap(s.preparation.get(), clock, DynamicBatcher::Factory(clock));
   rd.clock = clock;
   GS_ASSIGN_OR_RETURN(s.repository, ModelRepository::Load(repo, std::move(rd)));
+  WireHealth(s.health.get(), s.repository.get());  // before the poller can change models
   if (s.options.model_control == ServerOptions::ModelControl::kPoll) {
     s.poller = std::make_unique<RepositoryPoller>(s.repository.get(),
                                                   s.options.repository_poll_interval, clock);
   }
   return absl::OkStatus();
-}
-
-// Per model name: SERVING when the version answering unversioned requests is ready.
-// Overall: SERVING when every model serves (ModelRepository::ServesEveryModel). Kept current
-// as models change.
-void WireHealth(HealthService* health, ModelRepository* repo) {
-  auto refresh_overall = [health, repo] { health->SetServingStatus("", repo->ServesEveryModel()); };
-  for (const auto& model : repo->List()) {
-    auto current = repo->Find(model->name, "");
-    health->SetServingStatus(model->name, current.ok() && (*current)->ready());
-  }
-  refresh_overall();
-  repo->SetStateListener([health, refresh_overall](const std::string& name, bool ready) {
-    health->SetServingStatus(name, ready);
-    refresh_overall();
-  });
 }
 
 // The op library `option` names (see ServerOptions::ops_library); empty: none.
@@ -173,7 +175,6 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock) {
   builder.RegisterService(s.inference.get());
   builder.RegisterService(s.kserve.get());
   builder.RegisterService(s.health.get());
-  WireHealth(s.health.get(), s.repository.get());  // statuses set before the first call
   s.grpc = builder.BuildAndStart();
   if (!s.grpc || s.grpc_port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
   return absl::OkStatus();

@@ -157,7 +157,7 @@ def test_non_finite_inputs_are_refused(server, apis):
     "/gatescope.v1.Inference/ListModels", "/gatescope.v1.Inference/GetModelMetadata",
     "/inference.GRPCInferenceService/ModelInfer", "/inference.GRPCInferenceService/ServerLive",
     "/inference.GRPCInferenceService/ModelStatistics",
-    "/inference.GRPCInferenceService/RepositoryModelLoad"])
+    "/inference.GRPCInferenceService/RepositoryModelLoad", "/grpc.health.v1.Health/Check"])
 def test_unparseable_messages_get_invalid_argument_with_a_reason(server, apis, method):
     """Bytes that are not the method's message (a truncated varint, a field with wire type 7)
     are refused INVALID_ARGUMENT naming the expected message; the server answers on."""
@@ -170,9 +170,21 @@ def test_unparseable_messages_get_invalid_argument_with_a_reason(server, apis, m
             raw(garbage, timeout=10)
         assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (garbage, err.value)
         assert "is not a valid" in err.value.details() and "Request message" in err.value.details()
-        assert expected.replace("GetModelMetadata", "ModelMetadata") in err.value.details()
+        assert expected.replace("GetModelMetadata", "ModelMetadata").replace(
+            "Check", "HealthCheck") in err.value.details()
     channel.close()
     assert predict(v1, v1_stub, encode_gray_png(np.zeros((28, 28), np.uint8))).classes
+
+
+def test_an_unparseable_health_watch_gets_invalid_argument(server):
+    channel = grpc.insecure_channel(server.address)
+    watch = channel.unary_stream("/grpc.health.v1.Health/Watch", request_serializer=None,
+                                 response_deserializer=None)
+    with pytest.raises(grpc.RpcError) as err:
+        list(watch(b"\x0a\x10abc", timeout=10))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "grpc.health.v1.HealthCheckRequest" in err.value.details()
+    channel.close()
 
 
 def test_malformed_messages_do_not_flood_the_log(server, apis):

@@ -13,8 +13,10 @@ namespace gatescope {
 
 namespace hv1 = ::grpc::health::v1;
 
-// One Watch stream: at most one write in flight; while it is, newer statuses wait and only
-// the latest is sent next. Deleted once gRPC is done with it and no notification pins it
+// One Watch stream. Every event (a status change, a write done, a cancellation) ends in
+// Step(), which decides one action under mu_ and takes it with no lock held: so one thread
+// at a time starts a write (it sets writing_), and the stream is finished exactly once
+// (whoever sets finished_). Deleted once gRPC is done with it and no notification pins it
 // (HealthService::Forget / Notify, under the service's mutex).
 class HealthService::Watcher : public grpc::ServerWriteReactor<hv1::HealthCheckResponse> {
  public:
@@ -27,15 +29,13 @@ class HealthService::Watcher : public grpc::ServerWriteReactor<hv1::HealthCheckR
   void Update(ServingStatus status, uint64_t generation, bool finish) {
     {
       absl::MutexLock lock(&mu_);
-      if (finished_) return;
       if (generation >= generation_) {
         generation_ = generation;
         latest_ = status;
       }
       finish_requested_ |= finish;
-      if (writing_) return;  // OnWriteDone sends the latest
     }
-    Continue(/*write_ok=*/true);
+    Step();
   }
 
   // Ends the stream now with `status` (a refused call). Before gRPC has the reactor.
@@ -53,48 +53,71 @@ class HealthService::Watcher : public grpc::ServerWriteReactor<hv1::HealthCheckR
   bool done = false;
 
  private:
+  enum class Action { kNone, kWrite, kWriteAndFinish, kFinish, kFinishCancelled };
+
   void OnWriteDone(bool ok) override {
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
+      cancelled_ |= !ok;
     }
-    Continue(ok);
+    Step();
   }
 
   void OnCancel() override {
-    bool finish = false;
     {
       absl::MutexLock lock(&mu_);
-      // With a write in flight, its failed OnWriteDone finishes the stream.
-      finish = !finished_ && !writing_;
-      finished_ |= finish;
+      cancelled_ = true;
     }
-    if (finish) Finish(grpc::Status::CANCELLED);
+    Step();
   }
 
   void OnDone() override { service_->Forget(this); }
 
-  // Sends the latest status if it differs from the last one sent; otherwise finishes when
-  // asked to. StartWrite and Finish run with no lock held.
-  void Continue(bool write_ok) {
-    bool write = false;
-    bool finish = false;
+  Action Decide() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return Action::kNone;
+    const bool changed = !sent_ || *sent_ != latest_;
+    if (cancelled_) {
+      if (writing_) return Action::kNone;  // its OnWriteDone comes back here
+      finished_ = true;
+      return Action::kFinishCancelled;
+    }
+    // A write in flight completes (its OnWriteDone comes back here) before the last status
+    // and the end are sent. Messages are a few bytes and coalesced, so only a client that
+    // left thousands of them unread could hold a drain, and then for at most its deadline.
+    if (writing_) return Action::kNone;
+    if (finish_requested_) {
+      finished_ = true;
+      if (!changed) return Action::kFinish;
+      sent_ = latest_;
+      response_.set_status(latest_);
+      return Action::kWriteAndFinish;
+    }
+    if (!changed) return Action::kNone;
+    sent_ = latest_;
+    response_.set_status(latest_);
+    writing_ = true;
+    return Action::kWrite;
+  }
+
+  void Step() {
+    Action action;
     {
       absl::MutexLock lock(&mu_);
-      if (finished_) return;
-      if (!write_ok) {
-        finish = true;
-      } else if (!sent_ || *sent_ != latest_) {
-        sent_ = latest_;
-        response_.set_status(latest_);
-        writing_ = write = true;
-      } else {
-        finish = finish_requested_;
-      }
-      finished_ |= finish;
+      action = Decide();
     }
-    if (write) StartWrite(&response_);
-    if (finish) Finish(write_ok ? grpc::Status::OK : grpc::Status::CANCELLED);
+    switch (action) {
+      case Action::kNone:
+        return;
+      case Action::kWrite:
+        return StartWrite(&response_);
+      case Action::kWriteAndFinish:
+        return StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+      case Action::kFinish:
+        return Finish(grpc::Status::OK);
+      case Action::kFinishCancelled:
+        return Finish(grpc::Status::CANCELLED);
+    }
   }
 
   HealthService* const service_;
@@ -102,17 +125,21 @@ class HealthService::Watcher : public grpc::ServerWriteReactor<hv1::HealthCheckR
   absl::Mutex mu_;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   ServingStatus latest_ ABSL_GUARDED_BY(mu_) = hv1::HealthCheckResponse::SERVICE_UNKNOWN;
-  std::optional<ServingStatus> sent_ ABSL_GUARDED_BY(mu_);
+  std::optional<ServingStatus> sent_ ABSL_GUARDED_BY(mu_);  // the last status written
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  hv1::HealthCheckResponse response_;  // the write in flight reads it; changed only between
+  // The message in flight; changed only when no write is (Decide under mu_).
+  hv1::HealthCheckResponse response_;
 };
 
 HealthService::HealthService(const AccessControl* access) : access_(access) {
   constexpr absl::string_view kService = "grpc.health.v1.Health";
   MarkMethodCallback(MethodIndex(kService, "Check"),
                      ParsingUnaryHandler(this, &HealthService::Check));
+  MarkMethodCallback(MethodIndex(kService, "Watch"),
+                     ParsingServerStreamingHandler(this, &HealthService::Watch));
 }
 
 HealthService::~HealthService() {

@@ -31,8 +31,8 @@ class HealthService final : public ::grpc::health::v1::Health::CallbackService {
   // never blocks on a client.
   void SetServingStatus(const std::string& service, bool serving);
   // From now on every name is NOT_SERVING and later sets are ignored; open Watch streams get
-  // NOT_SERVING and are then finished (OK), so a drain does not wait for them. Thread-safe,
-  // idempotent.
+  // NOT_SERVING and are then finished (OK) at once, so a drain does not wait for them (unless
+  // a client left its flow-control window full). Thread-safe, idempotent.
   void Shutdown();
 
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,

@@ -23,7 +23,7 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 KServeService::KServeService(ModelRepository* repository, bool explicit_control,
                              const Clock* clock, const AccessControl* access)
     : repository_(repository), model_control_(explicit_control), clock_(clock), access_(access) {
-  // Every unary RPC parses its own request (wire_message.h). ModelStreamInfer is not served.
+  // Every RPC parses its own request (wire_message.h).
   constexpr absl::string_view kService = "inference.GRPCInferenceService";
 #define GATESCOPE_PARSE_OWN(Rpc) \
   MarkMethodCallback(MethodIndex(kService, #Rpc), ParsingUnaryHandler(this, &KServeService::Rpc));

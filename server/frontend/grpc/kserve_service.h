@@ -18,8 +18,8 @@
 #include "server/frontend/grpc/control_queue.h"
 #include "server/repository/model_repository.h"
 
-// The unary RPCs of inference.GRPCInferenceService (all but ModelStreamInfer), as an
-// X-macro: X(Rpc) for each.
+// The RPCs of inference.GRPCInferenceService as declared in proto/inference (all unary; the
+// streaming ModelStreamInfer is not declared there), as an X-macro: X(Rpc) for each.
 #define GATESCOPE_KSERVE_UNARY_RPCS(X)                                                 \
   X(ServerLive) X(ServerReady) X(ModelReady) X(ServerMetadata) X(ModelMetadata)        \
   X(ModelInfer) X(ModelConfig) X(ModelStatistics) X(RepositoryIndex)                   \

@@ -4,7 +4,8 @@
 // method" when the truth is "your bytes are not this message". Each unary method is
 // registered again with Wire<Request>/Wire<Response>: gRPC's parse of a Wire always
 // succeeds and keeps protobuf's verdict, and the handler below answers INVALID_ARGUMENT for
-// a bad message and hands a good one to the service's ordinary typed method.
+// a bad message and hands a good one to the service's ordinary typed method. (The generated
+// SetMessageAllocatorFor_<Method> must then not be used: it assumes the generated handler.)
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -71,6 +72,32 @@ grpc::internal::MethodHandler* ParsingUnaryHandler(
           return reactor;
         }
         return (service->*method)(context, &request->message, &response->message);
+      });
+}
+
+// A server-streaming reactor that only finishes with `status` and deletes itself when done.
+template <typename Response>
+class RefusingWriter final : public grpc::ServerWriteReactor<Response> {
+ public:
+  explicit RefusingWriter(grpc::Status status) { this->Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+// As ParsingUnaryHandler, for a server-streaming method.
+template <typename Service, typename Request, typename Response>
+grpc::internal::MethodHandler* ParsingServerStreamingHandler(
+    Service* service, grpc::ServerWriteReactor<Response>* (Service::*method)(
+                          grpc::CallbackServerContext*, const Request*)) {
+  return new grpc::internal::CallbackServerStreamingHandler<Wire<Request>, Response>(
+      [service, method](grpc::CallbackServerContext* context,
+                        const Wire<Request>* request) -> grpc::ServerWriteReactor<Response>* {
+        if (!request->parsed) {
+          return new RefusingWriter<Response>(grpc::Status(
+              grpc::StatusCode::INVALID_ARGUMENT,
+              absl::StrCat("the request is not a valid ", Request::descriptor()->full_name(),
+                           " message (protobuf could not parse it)")));
+        }
+        return (service->*method)(context, &request->message);
       });
 }
 

@@ -31,7 +31,7 @@ class HealthServiceTest : public ::testing::Test {
                                                      grpc::InsecureChannelCredentials()));
   }
   void TearDown() override {
-    if (server_) {
+    if (server_) {  // (a test that shut it down resets it)
       service_->Shutdown();
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     }
@@ -126,6 +126,27 @@ TEST_F(HealthServiceTest, RapidChangesAreCoalescedAndTheLastOneArrives) {
   EXPECT_EQ(last, Status::SERVING);
   EXPECT_LE(messages, 2001);
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+// A client that stops reading while statuses flip does not hold the server's shutdown: open
+// streams are finished at once, with NOT_SERVING as their last message.
+TEST_F(HealthServiceTest, ShutdownEndsWatchesOfClientsThatDoNotRead) {
+  Start();
+  grpc::ClientContext context;
+  hv1::HealthCheckRequest request;
+  auto reader = stub_->Watch(&context, request);
+  Status response;
+  ASSERT_TRUE(reader->Read(&response));  // the stream is open on the server
+  for (int i = 0; i < 200; ++i) service_->SetServingStatus("", i % 2 == 0);
+  const auto start = std::chrono::steady_clock::now();
+  service_->Shutdown();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  Status::ServingStatus last = Status::UNKNOWN;
+  while (reader->Read(&response)) last = response.status();
+  EXPECT_EQ(last, Status::NOT_SERVING);
+  EXPECT_TRUE(reader->Finish().ok());
+  server_.reset();  // already shut down
 }
 
 TEST_F(HealthServiceTest, CancelledWatchesAreForgotten) {
