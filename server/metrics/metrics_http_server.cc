@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -36,6 +37,7 @@ struct MetricsHttpServer::Impl {
   std::optional<ssl::context> tls;  // set: HTTPS; before `io`, which holds the sessions
   asio::io_context io{1};
   tcp::acceptor acceptor{io};  // after `io`: destroyed before it
+  asio::steady_timer accept_retry{io};  // paces accepting after an error (EMFILE, ...)
   const MetricsEndpoint endpoint;
   std::thread thread;
   std::atomic<bool> stopped{false};
@@ -220,6 +222,12 @@ void MetricsHttpServer::Impl::Accept() {
       } else {
         std::make_shared<Session<PlainStream>>(this, std::move(socket))->Start();
       }
+    } else {
+      // Out of descriptors or memory: accepting again at once would spin on the same error.
+      accept_retry.expires_after(std::chrono::milliseconds(50));
+      return accept_retry.async_wait([this](beast::error_code wait) {
+        if (!wait) Accept();
+      });
     }
     Accept();
   });
@@ -266,6 +274,7 @@ void MetricsHttpServer::Stop() {
   asio::post(impl_->io, [impl = impl_.get()] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
+    impl->accept_retry.cancel();
     impl->io.stop();
   });
   if (impl_->thread.joinable()) impl_->thread.join();
