@@ -14,6 +14,7 @@
 #include <boost/beast/ssl.hpp>
 #include <chrono>
 #include <optional>
+#include <set>
 #include <thread>
 #include <type_traits>
 
@@ -27,6 +28,13 @@ namespace beast = boost::beast;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
+// What Stop needs of a connection: closing its socket at once.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+  virtual void Abort() = 0;
+};
+
 struct MetricsHttpServer::Impl {
   Impl(std::shared_ptr<prometheus::Registry> r, std::function<void()> b, const AccessControl* a)
       : endpoint{std::move(r), std::move(b), a} {}
@@ -34,6 +42,9 @@ struct MetricsHttpServer::Impl {
   void Accept();
 
   std::atomic<int> connections{0};  // before `io`: sessions destroyed with it decrement it
+  // The open connections, for Stop. Touched on the serving thread, or after it has ended
+  // (sessions destroyed with `io`); before `io`, so it outlives them.
+  std::set<Connection*> open;
   std::optional<ssl::context> tls;  // set: HTTPS; before `io`, which holds the sessions
   asio::io_context io{1};
   tcp::acceptor acceptor{io};  // after `io`: destroyed before it
@@ -57,14 +68,25 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 // deadline), answer, repeat while keep-alive. Owned by the handlers in flight
 // (shared_from_this); runs on the server's one thread.
 template <typename Stream>
-class Session : public std::enable_shared_from_this<Session<Stream>> {
+class Session : public Connection, public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
  public:
   template <typename... StreamArgs>
   explicit Session(MetricsHttpServer::Impl* server, StreamArgs&&... args)
-      : stream_(std::forward<StreamArgs>(args)...), server_(server) {}
-  ~Session() { server_->connections.fetch_sub(1); }
+      : stream_(std::forward<StreamArgs>(args)...), server_(server) {
+    server_->open.insert(this);
+  }
+  ~Session() override {
+    server_->open.erase(this);
+    server_->connections.fetch_sub(1);
+  }
+
+  // Closes the socket now; pending operations end with operation_aborted.
+  void Abort() override {
+    beast::error_code ignored;
+    Tcp().socket().close(ignored);
+  }
 
   void Start() {
     if constexpr (kTls) {
@@ -275,6 +297,7 @@ void MetricsHttpServer::Stop() {
     beast::error_code ignored;
     impl->acceptor.close(ignored);
     impl->accept_retry.cancel();
+    for (Connection* connection : impl->open) connection->Abort();
     impl->io.stop();
   });
   if (impl_->thread.joinable()) impl_->thread.join();
