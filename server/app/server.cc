@@ -144,9 +144,8 @@ absl::StatusOr<std::optional<HttpsCredentials>> ReadTlsFiles(const SecurityOptio
   return pem;
 }
 
-// Insecure, TLS, or mutual TLS (options.security).
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const SecurityOptions& sec) {
-  GS_ASSIGN_OR_RETURN(const std::optional<HttpsCredentials> pem, ReadTlsFiles(sec));
+// Insecure, TLS, or mutual TLS (`pem`: the PEM files of options.security, read).
+std::shared_ptr<grpc::ServerCredentials> Credentials(const std::optional<HttpsCredentials>& pem) {
   if (!pem) return grpc::InsecureServerCredentials();
   const bool mutual = !pem->client_ca.empty();
   grpc::SslServerCredentialsOptions ssl(
@@ -157,13 +156,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Secur
   return grpc::SslServerCredentials(ssl);
 }
 
-absl::Status StartGrpc(Server::State& s, const Clock* clock) {
+absl::Status StartGrpc(Server::State& s, const Clock* clock,
+                       const std::optional<HttpsCredentials>& pem) {
   s.inference = std::make_unique<InferenceService>(s.repository.get(), clock, s.access.get());
   s.kserve = std::make_unique<KServeService>(
       s.repository.get(), s.options.model_control == ServerOptions::ModelControl::kExplicit,
       clock, s.access.get());
-  GS_ASSIGN_OR_RETURN(const std::shared_ptr<grpc::ServerCredentials> credentials,
-                      Credentials(s.options.security));
+  const std::shared_ptr<grpc::ServerCredentials> credentials = Credentials(pem);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = ListenAddress(s.options.host, s.options.grpc_port);
@@ -212,22 +211,22 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   state->metrics = std::make_unique<ServerMetrics>(state->registry);
   GS_ASSIGN_OR_RETURN(state->access, AccessControl::Load(options.security.access));
+  // Read once, for gRPC and /metrics.
+  GS_ASSIGN_OR_RETURN(const std::optional<HttpsCredentials> pem, ReadTlsFiles(options.security));
   // /metrics first: bad HTTPS files stop the server before any model loads.
   if (options.metrics_port >= 0) {
     ServerMetrics* metrics = state->metrics.get();
     MetricsHttpOptions http;
     http.before_scrape = [metrics] { metrics->RefreshProcessGauges(); };
     http.access = state->access.get();
-    if (options.security.metrics_tls) {
-      GS_ASSIGN_OR_RETURN(http.https, ReadTlsFiles(options.security));
-    }
+    if (options.security.metrics_tls) http.https = pem;
     GS_ASSIGN_OR_RETURN(state->metrics_server,
                         MetricsHttpServer::Start(options.host, options.metrics_port,
                                                  state->registry, std::move(http)));
   }
   state->health = std::make_unique<HealthService>(state->access.get());
   GS_RETURN_IF_ERROR(StartRepository(*state, deps));
-  GS_RETURN_IF_ERROR(StartGrpc(*state, deps.clock ? deps.clock : RealClock::Get()));
+  GS_RETURN_IF_ERROR(StartGrpc(*state, deps.clock ? deps.clock : RealClock::Get(), pem));
   std::unique_ptr<Server> server(new Server(std::move(state)));
   GS_LOG(INFO) << "serving gRPC on " << ListenAddress(options.host, server->grpc_port())
                << ", metrics on port " << server->metrics_port();

@@ -52,6 +52,14 @@ namespace gatescope {
 // a programming error, met at start-up.
 int MethodIndex(absl::string_view service_full_name, absl::string_view method);
 
+// The answer to a request that did not parse as a `Request`.
+template <typename Request>
+grpc::Status Unparseable() {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      absl::StrCat("the request is not a valid ", Request::descriptor()->full_name(),
+                                   " message (protobuf could not parse it)"));
+}
+
 // A callback handler for `Service::*method` (the typed unary method of a generated
 // CallbackService) that parses requests itself: a request that is not a valid `Request`
 // gets INVALID_ARGUMENT naming the message type, without reaching `method`. `service`
@@ -65,10 +73,7 @@ grpc::internal::MethodHandler* ParsingUnaryHandler(
                         Wire<Response>* response) {
         if (!request->parsed) {
           grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-          reactor->Finish(grpc::Status(
-              grpc::StatusCode::INVALID_ARGUMENT,
-              absl::StrCat("the request is not a valid ", Request::descriptor()->full_name(),
-                           " message (protobuf could not parse it)")));
+          reactor->Finish(Unparseable<Request>());
           return reactor;
         }
         return (service->*method)(context, &request->message, &response->message);
@@ -92,10 +97,7 @@ grpc::internal::MethodHandler* ParsingServerStreamingHandler(
       [service, method](grpc::CallbackServerContext* context,
                         const Wire<Request>* request) -> grpc::ServerWriteReactor<Response>* {
         if (!request->parsed) {
-          return new RefusingWriter<Response>(grpc::Status(
-              grpc::StatusCode::INVALID_ARGUMENT,
-              absl::StrCat("the request is not a valid ", Request::descriptor()->full_name(),
-                           " message (protobuf could not parse it)")));
+          return new RefusingWriter<Response>(Unparseable<Request>());
         }
         return (service->*method)(context, &request->message);
       });
