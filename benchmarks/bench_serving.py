@@ -57,14 +57,11 @@ def under_the_server_s_allocator():
     it (server/allocator.cc), so that the in-process ceiling and the server allocate alike;
     returns when that is already so."""
     import os
-    import re
-    jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
-    if jemalloc in os.environ.get("LD_PRELOAD", ""):
+    from bench_allocators import ALLOCATORS  # this directory: sys.path[0] of a script
+    server = ALLOCATORS["jemalloc-server"]
+    if server["LD_PRELOAD"] in os.environ.get("LD_PRELOAD", ""):
         return
-    conf = re.search(r'malloc_conf = "([^"]*)"',
-                     (ROOT / "server" / "allocator.cc").read_text()).group(1)
-    env = dict(os.environ, LD_PRELOAD=jemalloc, MALLOC_CONF=conf)
-    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    os.execve(sys.executable, [sys.executable, *sys.argv], dict(os.environ, **server))
 
 
 def main():
