@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "server/allocator.h"
 #include "server/app/library_logs.h"
 #include "server/app/server.h"
@@ -39,7 +40,9 @@ ABSL_FLAG(std::string, host, "127.0.0.1",
 ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0 picks a free one)");
 ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one, -1 disables)");
 ABSL_FLAG(std::string, port_file, "", "If set, write 'grpc=<port> metrics=<port>' here once serving");
-ABSL_FLAG(int, torch_threads, 0, "Intra-op threads for Torch (0: all cores)");
+ABSL_FLAG(int, torch_threads, 0,
+          "Intra-op threads of each forward pass, 0..1024 (0: automatic, (usable cores - 1) / "
+          "--instances, at least 1; usable cores follow the CPU affinity and cgroup quota)");
 ABSL_FLAG(int, max_batch_size, 16,
           "Default largest batch per execution, 1..4096 (capped by the model; config.pbtxt "
           "overrides)");
@@ -285,6 +288,10 @@ int Run() {
   }
   // Malformed messages make protobuf log a line each; any client could flood the log.
   LimitProtobufLogs(RealClock::Get());
+  // Debian builds Abseil without NDEBUG, so every Mutex acquisition would also update a
+  // lock-order graph (a deadlock detector: measurable on the request path, docs/
+  // performance.md). The unit tests keep it; the server does not pay for it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (absl::GetFlag(FLAGS_return_unused_memory_seconds) < 0) {
     std::cerr << "gatescope-server: return_unused_memory_seconds must be >= 0\n";
     return kUsageError;

@@ -29,7 +29,12 @@ class Job {
   // before it is queued, on a preparation thread (PreparingScheduler), rather than on the
   // model's instance worker where it would hold up every request of the model. Cheap.
   virtual bool prepares_ahead() const { return false; }
-  // That work; called at most once, on a preparation thread, before the job is queued
+  // With prepares_ahead: the work is short enough (a small image) to run on the thread that
+  // enqueues the job (a gRPC thread) rather than wait for a preparation thread; a thread
+  // hop costs more than such work (docs/performance.md). Cheap.
+  virtual bool prepares_on_caller() const { return false; }
+  // That work; called at most once, on a preparation thread (or the enqueuing thread, see
+  // prepares_on_caller), before the job is queued
   // (the queue's hand-off publishes its results to the worker). On error the job is
   // refused with it, unqueued. Must not throw.
   virtual absl::Status PrepareAhead() { return absl::OkStatus(); }

@@ -24,6 +24,13 @@ PreparingScheduler::~PreparingScheduler() { Stop(); }
 
 absl::Status PreparingScheduler::Enqueue(WorkItem item) {
   if (!item.job->prepares_ahead()) return next_->Enqueue(std::move(item));
+  if (item.job->prepares_on_caller()) {
+    if (absl::Status st = item.job->PrepareAhead(); !st.ok()) {
+      item.job->Refuse(st);
+      return st;
+    }
+    return next_->Enqueue(std::move(item));
+  }
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {

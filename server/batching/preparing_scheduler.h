@@ -1,8 +1,10 @@
 // A model's scheduler in front of its dynamic batcher: jobs with CPU-heavy input work
 // (Job::prepares_ahead, e.g. an encoded image) are prepared on the server-wide
 // PreparationPool and only then queued on the batcher, so the model's instance workers
-// never decode and a slow image holds up no other request of the model. Jobs without such
-// work go to the batcher directly, with no extra thread hop. Torch-free.
+// never decode and a slow image holds up no other request of the model. Jobs whose work is
+// short (Job::prepares_on_caller, a small image) are prepared on the enqueuing thread, and
+// jobs without such work go to the batcher directly: neither takes an extra thread hop.
+// Torch-free.
 #pragma once
 
 #include <memory>
@@ -26,7 +28,8 @@ class PreparingScheduler : public Scheduler {
   // Jobs that prepare ahead: RESOURCE_EXHAUSTED when the pool's queue is full, UNAVAILABLE
   // when stopping (refused at once); otherwise OK, and later the job is refused if it
   // expired or was cancelled while waiting (DEADLINE_EXCEEDED, CANCELLED) or its
-  // preparation failed, or else queued on `next` (which may still refuse it).
+  // preparation failed, or else queued on `next` (which may still refuse it). Jobs prepared
+  // on the caller: their preparation's error is returned (and the job refused with it).
   absl::Status Enqueue(WorkItem item) override;
   // Refuses new jobs, waits for this model's jobs in preparation to be queued, then stops
   // `next` (which drains them).

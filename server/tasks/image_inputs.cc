@@ -21,10 +21,18 @@ uint64_t SizeKey(const InputSpec& spec, int64_t height, int64_t width) {
   return (static_cast<uint64_t>(height) << 32) ^ static_cast<uint64_t>(width);
 }
 
-uint64_t EncodedSizeKey(const InputSpec& spec, std::string_view bytes) {
-  if (!spec.native_size()) return 0;
+// Images up to this many pixels are decoded on the receiving thread (ImageInput::on_caller).
+constexpr int64_t kCallerDecodePixels = 128 * 128;
+
+// An encoded image's input: its size key, and where it is decoded (read from its header).
+ImageInput EncodedImage(std::string_view bytes, const InputSpec& spec, ImageMaker make) {
   const std::optional<ImageSize> declared = DeclaredImageSize(bytes);
-  return declared ? SizeKey(spec, declared->height, declared->width) : 0;
+  ImageInput input{std::move(make), 0, !spec.native_size()};
+  if (declared) {
+    input.shape_key = SizeKey(spec, declared->height, declared->width);
+    input.on_caller = input.ahead && declared->height * declared->width <= kCallerDecodePixels;
+  }
+  return input;
 }
 
 bool AllFinite(std::string_view float32s) {
@@ -54,8 +62,8 @@ absl::StatusOr<std::vector<ImageInput>> EncodedImages(const KServeInput& in,
   }
   std::vector<ImageInput> makers;
   for (std::string_view item : in.elements) {
-    makers.push_back({[item, spec](ImageSize* size) { return DecodeImage(item, spec, size); },
-                      EncodedSizeKey(spec, item), !spec.native_size()});
+    makers.push_back(EncodedImage(
+        item, spec, [item, spec](ImageSize* size) { return DecodeImage(item, spec, size); }));
   }
   return makers;
 }
@@ -112,8 +120,11 @@ absl::StatusOr<std::vector<ImageInput>> PixelTensors(const KServeInput& in,
         if (!AllFinite(slice)) {
           return absl::InvalidArgumentError("FP32 input has non-finite values (NaN or Inf)");
         }
-        at::Tensor t = at::empty(example, at::kFloat);
-        std::memcpy(t.data_ptr(), slice.data(), slice.size());
+        // No copy: the example views the request's bytes (kept alive by the call, or by
+        // `owned`, until the job finishes); gathering the batch is the one copy.
+        at::Tensor t = at::from_blob(
+            const_cast<char*>(slice.data()), example, [owned](void*) {},
+            at::TensorOptions().dtype(at::kFloat));
         if (size != nullptr) *size = {example[1], example[2]};
         return t;
       }, key});
@@ -135,8 +146,8 @@ absl::StatusOr<ImageInput> V1ImageInput(bool has_input, bool is_image, const std
   if (!has_input) return absl::InvalidArgumentError("request has no input (set image or tensor)");
   if (is_image) {
     if (image.empty()) return absl::InvalidArgumentError("image is empty");
-    return ImageInput{[&image, spec](ImageSize* size) { return DecodeImage(image, spec, size); },
-                      EncodedSizeKey(spec, image), !spec.native_size()};
+    return EncodedImage(
+        image, spec, [&image, spec](ImageSize* size) { return DecodeImage(image, spec, size); });
   }
   if (tensor.dtype() != v1::Tensor::UINT8 && tensor.dtype() != v1::Tensor::FLOAT32) {
     return absl::InvalidArgumentError("tensor.dtype must be UINT8 or FLOAT32");

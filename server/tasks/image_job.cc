@@ -13,7 +13,8 @@ ImageJob::ImageJob(ImageInput input, Writer write, Done done,
       write_(std::move(write)),
       done_(std::move(done)),
       explanation_(std::move(explanation)),
-      ahead_(input.ahead) {}
+      ahead_(input.ahead),
+      on_caller_(input.ahead && input.on_caller) {}
 
 absl::Status ImageJob::PrepareAhead() {
   example_ = Guarded("preparing the input", [&] { return make_(&size_); });

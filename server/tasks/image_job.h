@@ -39,6 +39,7 @@ class ImageJob final : public InferenceJob {
   bool explains() const override { return explanation_.has_value(); }
   uint64_t shape_key() const override { return shape_key_; }
   bool prepares_ahead() const override { return ahead_; }
+  bool prepares_on_caller() const override { return on_caller_; }
   absl::Status PrepareAhead() override;
   absl::StatusOr<at::Tensor> Prepare() override;
   absl::StatusOr<ExplainPass> BeginExplain() override;
@@ -51,6 +52,7 @@ class ImageJob final : public InferenceJob {
   const Done done_;
   const std::optional<Explanation> explanation_;
   const bool ahead_;
+  const bool on_caller_;
   // Written by PrepareAhead (preparation thread) or Prepare, read later on the worker
   // thread; the batcher's queue orders the two threads.
   std::optional<absl::StatusOr<at::Tensor>> example_;

@@ -34,7 +34,9 @@ class PreparingJob : public RecordingJob {
     if (gate_ != nullptr) gate_->WaitForNotification();
     return result_;
   }
+  bool prepares_on_caller() const override { return on_caller; }
   std::thread::id prepared_on;  // read by the test after the job ended
+  bool on_caller = false;
 
  private:
   absl::Notification* const gate_;
@@ -90,6 +92,31 @@ TEST(PreparingScheduler, PreparationRunsOffTheCallerThread) {
   f.executor.Release();
   outcomes.Await(1);
   EXPECT_TRUE(outcomes.executed(0));
+}
+
+// Small inputs are prepared by the thread that enqueues them: no hop before the worker's.
+TEST(PreparingScheduler, PreparesOnTheCallerWhenTheJobSaysItIsCheap) {
+  Fixture f;
+  Outcomes outcomes(2);
+  auto job = std::make_unique<PreparingJob>(0, &outcomes);
+  job->on_caller = true;
+  PreparingJob* raw = job.get();
+  f.executor.Hold();
+  ASSERT_TRUE(f.Add(std::move(job)).ok());
+  f.executor.AwaitEntered(1);  // the job now sits in the executor, alive
+  EXPECT_EQ(raw->prepared_on, std::this_thread::get_id());
+  EXPECT_EQ(f.pool.Waiting(), 0);
+  f.executor.Release();
+
+  // A failed preparation on the caller is returned at once and the job refused with it.
+  auto bad = std::make_unique<PreparingJob>(1, &outcomes, nullptr,
+                                            absl::InvalidArgumentError("not an image"));
+  bad->on_caller = true;
+  absl::Status st = f.Add(std::move(bad));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  outcomes.Await(2);
+  EXPECT_TRUE(outcomes.executed(0));
+  EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kInvalidArgument);
 }
 
 // The point of preparing ahead: a slow input holds up no other request of the model.

@@ -7,6 +7,9 @@
 #include <cstring>
 #include <limits>
 
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+
 #include "server/api/infer_results.h"
 #include "tests/unit/tasks/task_test_util.h"
 
@@ -233,6 +236,28 @@ TEST(KServeInferTest, OnlyEncodedImagesArePreparedAhead) {
   auto jobs = detector->Infer(native, results);
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_FALSE((*jobs)[0]->prepares_ahead());
+}
+
+// Small images are decoded on the thread that receives them (a hop to a preparation thread
+// costs more), larger ones on a preparation thread; the size comes from the header.
+TEST(KServeInferTest, SmallImagesAreDecodedOnTheReceivingThread) {
+  auto task = TaskFrom(kClassifier);
+  for (int side : {28, 128, 129, 512}) {
+    std::vector<uchar> png;
+    ASSERT_TRUE(cv::imencode(".png", cv::Mat(side, side, CV_8UC1, cv::Scalar(7)), png));
+    kv::ModelInferRequest request;
+    auto* in = request.add_inputs();
+    in->set_name("input");
+    in->set_datatype("BYTES");
+    in->add_shape(1);
+    in->mutable_contents()->add_bytes_contents(std::string(png.begin(), png.end()));
+    kv::ModelInferResponse response;
+    auto results = std::make_shared<InferResults>(&request, &response, nullptr);
+    auto jobs = task->Infer(request, results);
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    EXPECT_TRUE((*jobs)[0]->prepares_ahead()) << side;
+    EXPECT_EQ((*jobs)[0]->prepares_on_caller(), side <= 128) << side;
+  }
 }
 
 }  // namespace
