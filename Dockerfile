@@ -103,10 +103,10 @@ EXPOSE 8001 8002
 # flight get up to --drain_seconds, then the server exits 0.
 STOPSIGNAL SIGTERM
 # Flags given to `docker run IMAGE ...` (or Kubernetes `args`) come after these and win
-# (Abseil takes a flag's last value). --torch_threads=2: Torch's default (0) is one thread
-# per core of the host, which oversubscribes a container limited to fewer CPUs; set it to
-# the container's CPU limit. OpenBLAS (LibTorch's BLAS) sizes its own thread pool from the
-# host's cores too: keep OPENBLAS_NUM_THREADS equal to --torch_threads. The port file lets
+# (Abseil takes a flag's last value). --torch_threads=2: explicit, as in the manifests (the
+# automatic default, 0, follows the container's CPU quota and affinity and keeps a core for
+# gRPC); set it to the container's CPU limit. The server sets OpenBLAS's threads to the
+# same number; OPENBLAS_NUM_THREADS keeps its pool that small from the start. The port file lets
 # the health check follow --grpc_port.
 ENV OPENBLAS_NUM_THREADS=2
 ENTRYPOINT ["gatescope-server", "--model_repository=/models", \

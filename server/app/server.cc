@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/app/torch_threads.h"
 #include "server/batching/dynamic_batcher.h"
 #include "server/batching/preparation_pool.h"
 #include "server/batching/preparing_scheduler.h"
@@ -201,10 +202,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   GS_RETURN_IF_ERROR(ValidateServerOptions(options));
   auto state = std::make_unique<State>();
   state->options = options;
-  const int threads = options.torch_threads > 0
-                          ? options.torch_threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  at::set_num_threads(threads);
+  const TorchThreads threads = ChooseTorchThreads(options.torch_threads, UsableCores(),
+                                                  options.defaults.instances);
+  ApplyTorchThreads(threads.threads);
+  GS_LOG(INFO) << "torch threads per forward: " << threads.threads << " (" << threads.reason
+               << ")";
   if (const std::string ops = ResolveOpsLibrary(options.ops_library); !ops.empty()) {
     GS_RETURN_IF_ERROR(LoadOpLibrary(ops));
     GS_LOG(INFO) << "loaded op library " << ops;

@@ -61,7 +61,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int grpc_port = 8001;     // 0 picks a free port
   int metrics_port = 8002;  // 0 picks a free port; -1 disables /metrics
-  int torch_threads = 0;    // intra-op threads for Torch; 0: all cores
+  int torch_threads = 0;    // intra-op threads per forward; 0: ChooseTorchThreads
   ServingDefaults defaults;  // per model, unless its config.pbtxt says otherwise
   enum class ModelControl { kNone, kExplicit, kPoll };
   ModelControl model_control = ModelControl::kNone;

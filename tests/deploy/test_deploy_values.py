@@ -81,7 +81,7 @@ def test_security_context(directory):
 def test_threads_match_cpu(directory):
     _, _, _, container = server(directory)
     args = flags(container)
-    assert "torch_threads" in args, "--torch_threads must be explicit (0 means one per node core)"
+    assert "torch_threads" in args, "--torch_threads must be explicit (the plan reads from the manifest)"
     threads, instances = int(args["torch_threads"]), int(args.get("instances", 1))
     assert threads >= 1
     resources = container["resources"]

@@ -1,0 +1,61 @@
+#include "server/app/torch_threads.h"
+
+#include <ATen/Parallel.h>
+#include <dlfcn.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace gatescope {
+
+TorchThreads ChooseTorchThreads(int requested, int usable_cores, int instances) {
+  if (requested > 0) return {requested, "--torch_threads"};
+  const int cores = std::max(1, usable_cores);
+  const int spare = cores > 1 ? 1 : 0;
+  const int per_instance = std::max(1, (cores - spare) / std::max(1, instances));
+  return {per_instance, absl::StrCat("automatic: ", cores, " usable core(s)",
+                                     spare ? ", 1 left for gRPC and decoding" : "", ", ",
+                                     instances, " instance(s) per model")};
+}
+
+std::optional<int> CgroupCpuQuotaCores(std::string_view cpu_max) {
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(cpu_max.data(), cpu_max.size()), absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  if (fields.size() != 2 || fields[0] == "max") return std::nullopt;
+  int64_t quota = 0, period = 0;
+  if (!absl::SimpleAtoi(fields[0], &quota) || !absl::SimpleAtoi(fields[1], &period) ||
+      quota <= 0 || period <= 0) {
+    return std::nullopt;
+  }
+  return static_cast<int>((quota + period - 1) / period);
+}
+
+int UsableCores() {
+  cpu_set_t set;
+  int cores = 0;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  if (cores <= 0) cores = 1;
+  std::ifstream file("/sys/fs/cgroup/cpu.max");
+  std::stringstream text;
+  text << file.rdbuf();
+  if (std::optional<int> quota = CgroupCpuQuotaCores(text.str())) cores = std::min(cores, *quota);
+  return std::max(1, cores);
+}
+
+void ApplyTorchThreads(int threads) {
+  at::set_num_threads(threads);
+  // OpenBLAS's pool would otherwise keep one thread per machine core behind every sgemm.
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set(threads);
+  }
+}
+
+}  // namespace gatescope
