@@ -16,10 +16,12 @@ The rule (docs/performance.md, "Batching knobs from measurement"), with B the --
   leaves, so batch size b is a candidate when 2 * p99(b) <= B.
 - max_batch_size: the smallest candidate whose throughput is within 5 % of the best
   candidate's (batches past the knee only add latency). preferred_batch_size: [that size].
-- max_queue_delay_microseconds: min(p50(chosen) / 2, B - 2 * p99(chosen)), at least 0; the
-  first term rounded to the nearest 100 us, the second down to a multiple of 100 us (so the
-  bound still holds). Under load batches fill while the instance is busy, so a long delay
-  only adds latency at low load; half a forward lets a few requests join at moderate load.
+- max_queue_delay_microseconds: min(p50(1) / 2, B - 2 * p99(chosen)), at least 0, with
+  p50(1) the median forward of the smallest measured batch (batch 1 by default); the first
+  term rounded to the nearest 100 us, the second down to a multiple of 100 us (so the bound
+  still holds). Under load batches fill while the instance is busy, so the delay matters
+  only at low load, where it is pure added latency: half of a request's own forward lets a
+  few requests join at moderate load and costs a lone request at most half again.
 - If no measured batch size is a candidate (batch 1 already misses the bound), the model
   gets no choice: the script names it and its p99 on stderr and exits with status 1 (after
   the other models).
@@ -72,7 +74,7 @@ def choose(model, measurements, p99_bound_ms):
             f"running batch and then its own (2 x p99 = {2 * first['p99_ms']:.3f} ms)")
     best = max(m["images_per_s"] for m in candidates)
     chosen = next(m for m in candidates if m["images_per_s"] >= KNEE * best)
-    half_forward_us = round(chosen["p50_ms"] * 1000 / 2 / 100) * 100
+    half_forward_us = round(rows[0]["p50_ms"] * 1000 / 2 / 100) * 100
     # In whole 100 us units; round() first so that float error cannot cost a unit.
     budget_us = math.floor(round((p99_bound_ms - 2 * chosen["p99_ms"]) * 10, 6)) * 100
     return {"max_batch_size": chosen["batch"],

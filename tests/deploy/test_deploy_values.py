@@ -1,7 +1,9 @@
 """(c) Values that must agree with each other and with the server, read from the rendered
 base and overlays: shutdown timing, probes and ports, security, threads and resources, the
 model volume, the autoscaler's metric and the prometheus-adapter rule, GPU only where meant."""
+import os
 import re
+import subprocess
 
 import pytest
 import yaml
@@ -168,6 +170,28 @@ def test_gpu_model_volume_asks_for_gpu_instances():
     cpu_job = find(render(MODELS), "Job")
     cpu_env = {e["name"]: e.get("value", "") for e in cpu_job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert cpu_env["INSTANCE_GROUP"] == "", "CPU models keep --instances (no instance_group)"
+
+
+def test_fill_job_adds_the_instance_group_only_where_a_config_has_none(tmp_path):
+    """Runs the fill Job's script with /bin/sh over a stand-in for the image's /models."""
+    job = find(render(MODELS_GPU), "Job")
+    fill = job["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value", "") for e in fill["env"]}
+    models, repository = tmp_path / "models", tmp_path / "repository"
+    for name in ("tuned", "grouped", "bare"):
+        (models / name / "1").mkdir(parents=True)
+    tuned = "# written by the tuner\nmax_batch_size: 8\n"
+    grouped = "max_batch_size: 4\ninstance_group { kind: KIND_CPU count: 2 }\n"
+    (models / "tuned" / "config.pbtxt").write_text(tuned)
+    (models / "grouped" / "config.pbtxt").write_text(grouped)
+    repository.mkdir()
+    script = fill["args"][0].replace("/models/", f"{models}/").replace("/repository", str(repository))
+    subprocess.run([*fill["command"], script], env={**os.environ, **env}, check=True,
+                   capture_output=True)
+    group = env["INSTANCE_GROUP"] + "\n"
+    assert (repository / "tuned" / "config.pbtxt").read_text() == tuned + group
+    assert (repository / "grouped" / "config.pbtxt").read_text() == grouped
+    assert (repository / "bare" / "config.pbtxt").read_text() == group
 
 
 def gpu_mentions(objects):

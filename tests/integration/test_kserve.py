@@ -2,6 +2,7 @@
 proto with Debian's protoc and grpc_python_plugin (python3-grpcio runtime)."""
 import concurrent.futures
 import importlib
+import re
 import struct
 import sys
 
@@ -84,7 +85,13 @@ def test_server_and_model_metadata(stub, kv):
     assert [(o.name, list(o.shape)) for o in m.outputs] == [("logits", [-1, 10]),
                                                             ("gate_mean", [-1, 4])]
     cfg = stub.ModelConfig(pb.ModelConfigRequest(name="dgvit_fmnist")).config
-    assert cfg.name == "dgvit_fmnist" and cfg.max_batch_size == 16
+    # The shipped config.pbtxt's batching knobs (scripts/gatescope_tune.py) are in effect.
+    shipped = (REPO / "model_repository" / "dgvit_fmnist" / "config.pbtxt").read_text()
+    knob = lambda name: int(re.search(rf"^\s*{name}: (\d+)", shipped, re.M).group(1))
+    assert cfg.name == "dgvit_fmnist" and cfg.max_batch_size == knob("max_batch_size")
+    assert list(cfg.dynamic_batching.preferred_batch_size) == [knob("preferred_batch_size")]
+    assert cfg.dynamic_batching.max_queue_delay_microseconds == \
+        knob("max_queue_delay_microseconds")
     assert list(cfg.input[0].dims) == [1, 28, 28] and cfg.instance_group[0].count == 1
     assert cfg.HasField("dynamic_batching")
     index = {(m.name, m.version): m.state

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import shutil
 import subprocess
+import zipfile
 
 import grpc
 import pytest
@@ -32,7 +33,9 @@ def run_tool(*args):
 
 def copy_model(tmp_path, name="dgvit_fmnist"):
     repo = tmp_path / "repo"
-    shutil.copytree(REPO / "model_repository" / name, repo / name)  # a copy, not a link
+    # A copy, not a link, and without the shipped config.pbtxt: each test says what is there.
+    shutil.copytree(REPO / "model_repository" / name, repo / name,
+                    ignore=shutil.ignore_patterns("config.pbtxt"))
     return repo
 
 
@@ -54,12 +57,16 @@ def test_bound_excludes_big_batches():
     assert choice["candidates"] == [1, 4, 8] and choice["max_batch_size"] == 8
 
 
-def test_queue_delay_is_half_a_forward_within_what_the_bound_leaves():
+def test_queue_delay_is_half_a_lone_forward_within_what_the_bound_leaves():
     # Half the median forward, to the nearest 100 us: 3.0 ms -> 1500 us; 0.66 ms -> 300 us.
     assert tune.choose("m", rows((4, 1000, 3.0, 4.0)), 100)["max_queue_delay_microseconds"] \
         == 1500
     assert tune.choose("m", rows((1, 1000, 0.66, 0.9)), 100)["max_queue_delay_microseconds"] \
         == 300
+    # Half of a lone request's forward (the smallest batch measured), not the chosen batch's.
+    assert tune.choose("m", rows((1, 1000, 0.6, 0.7), (8, 4000, 3.0, 4.0)), 100) == {
+        "max_batch_size": 8, "preferred_batch_size": [8], "max_queue_delay_microseconds": 300,
+        "candidates": [1, 8]}
     # The bound leaves 10 - 2 x 4.6 = 0.8 ms: 800 us, not 1500 (rounded down, never over).
     assert tune.choose("m", rows((4, 1000, 3.0, 4.6)), 10)["max_queue_delay_microseconds"] \
         == 800
@@ -139,3 +146,21 @@ def test_bound_no_batch_meets_exits_1_and_writes_nothing(tmp_path):
     assert "p99 forward is" in out.stderr
     assert "candidate" in out.stdout and " no" in out.stdout  # the table is still printed
     assert not (repo / "dgvit_fmnist" / "config.pbtxt").exists()
+
+
+def test_every_shipped_model_carries_a_tuned_config(tmp_path):
+    """Each shipped model's config.pbtxt was written by the tool (its header names it and the
+    measured table), batches no more than the model allows and prefers its own max."""
+    config_class = tune.serving_config_class(tmp_path)
+    for model_dir in sorted(d for d in (REPO / "model_repository").iterdir() if d.is_dir()):
+        text = (model_dir / "config.pbtxt").read_text()
+        assert text.startswith("# Written by scripts/gatescope_tune.py"), model_dir.name
+        assert "<- chosen" in text and "# Bound: p99" in text, model_dir.name
+        config = text_format.Parse(text, config_class())
+        with zipfile.ZipFile(model_dir / "1" / "model.pt") as archive:
+            meta = json.loads(archive.read(next(
+                n for n in archive.namelist() if n.endswith("extra/gatescope.json"))))
+        assert 1 <= config.max_batch_size <= meta["max_batch_size"], model_dir.name
+        assert list(config.dynamic_batching.preferred_batch_size) == [config.max_batch_size]
+        assert 0 <= config.dynamic_batching.max_queue_delay_microseconds <= 100_000
+        assert not config.instance_group, "instances stay with --instances / the deployment"
