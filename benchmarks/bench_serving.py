@@ -1,120 +1,203 @@
 #!/usr/bin/env python3
-"""Serving throughput of the shipped DGViT: dynamic batching vs none, side by side.
+"""What the server adds to each shipped model: in-process forward vs served, side by side.
 
-Starts gatescope-server twice on loopback — once with batching off (max_batch_size 1) and
-once with dynamic batching (max_batch_size 64, --max_queue_delay_us) — and drives each with
-gatescope-perf at concurrency 1, 8, 32 and 64 (the load generator runs on the same machine).
-Also measures the model's in-process batched forward (batch 64, TorchScript, same threads,
-under the server's allocator: jemalloc as server/allocator.cc configures it) so the server's
-own overhead shows as a fraction. Prints one markdown table.
+For every shipped model (or --models), in one run and on the same pinned cores:
 
-Usage: /usr/bin/python3 benchmarks/bench_serving.py [--threads 2] [--delay-us 2000]
+1. the model's own forward in-process (scripts/gatescope_tune.py --json: TorchScript, random
+   inputs of the declared shape, the server's jemalloc configuration, --threads Torch threads,
+   pinned to --server-cores): per-image throughput and forward latency at each batch size up
+   to the model's max_batch_size (1, 2, 4, ... 64 for the classifiers);
+2. gatescope-server pinned to --server-cores (taskset), with batching off (max_batch_size 1,
+   a copy of the model without its config.pbtxt) and then with dynamic batching as shipped
+   (the model's config.pbtxt when it has one, else its own max_batch_size and
+   --delay-us), each driven by gatescope-perf pinned to --client-cores at concurrency 1 and
+   at saturation (unbatched: 8; dynamic: twice the batch size, at most 128), sending encoded
+   PNGs a client would send: Fashion-MNIST test images (classifiers), held-out Colin27 slices
+   (segmenters, 217 x 181, resized by the server to 224 x 192) or generated 128 x 128 scenes
+   (detectors).
+
+Prints per model the in-process table, the four served rows, and the ratios the performance
+goals are stated in (docs/performance.md): unbatched at saturation / in-process batch 1,
+dynamic at saturation / in-process best, and p99 at concurrency 1 / (in-process batch-1 p50
++ the batching delay). With one core for the server and one for the load generator the
+ratios are about the server's own work, not about cores left idle.
+
+Usage: /usr/bin/python3 benchmarks/bench_serving.py [--models dgvit_fmnist,...]
+       [--server-cores 0] [--client-cores 1] [--threads 1] [--seconds 1.0]
+       [--window-ms 1500] [--delay-us 1000]
 """
 import argparse
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
-import time
+import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
 sys.path.insert(0, str(ROOT / "tests" / "integration"))  # server_harness: test code, not installed
+sys.path.insert(0, str(ROOT / "scripts"))  # gatescope_tune: its parser of config.pbtxt
 
 
-def in_process_throughput(threads, batch=64, seconds=4.0):
-    import numpy as np
-    import torch
-    from gatescope import ops
-    from gatescope.data import fashion_mnist
-    torch.set_num_threads(threads)
-    ops.load()
-    model = torch.jit.load(str(ROOT / "model_repository" / "dgvit_fmnist" / "1" / "model.pt"))
-    images, _ = fashion_mnist.load_split("t10k")
-    x = torch.from_numpy(images[:batch].astype(np.float32) / 255.0).unsqueeze(1)
-    x = (x - fashion_mnist.MEAN) / fashion_mnist.STD
-    with torch.inference_mode():
-        for _ in range(5):
-            model(x)
-        n, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            model(x)
-            n += batch
-    return n / (time.perf_counter() - t0)
+def shipped_models():
+    return sorted(d.name for d in (ROOT / "model_repository").iterdir()
+                  if (d / "1" / "model.pt").exists())
 
 
-def run_perf(server, levels, inputs, window_ms):
-    cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", server.address, "--model",
-           "dgvit_fmnist", "--concurrency-range", f"{levels}", "--warmup-ms", "2000",
-           "--window-ms", str(window_ms), "--max-windows", "8", *inputs]
+def model_task(path):
+    """The task a TorchScript archive declares in its gatescope.json."""
+    with zipfile.ZipFile(path) as archive:
+        name = next(n for n in archive.namelist() if n.endswith("extra/gatescope.json"))
+        return json.loads(archive.read(name))["task"]
+
+
+def in_process(model, cores, threads, seconds):
+    """The tuner's in-process measurement of `model` (one JSON object), pinned to `cores`."""
+    cmd = ["taskset", "-c", cores, "/usr/bin/python3", str(ROOT / "scripts" / "gatescope_tune.py"),
+           "--models", model, "--cores", cores, "--torch-threads", str(threads),
+           "--seconds", str(seconds), "--p99-ms", "1000000", "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def write_inputs(task, out_dir):
+    """Encoded PNGs for a model of `task`; returns their paths."""
+    from gatescope.data.png import encode_gray_png
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if task == "image_classification":
+        from gatescope.data.fashion_mnist import write_pngs
+        return [str(p) for p, _ in write_pngs(out_dir, start=9000, count=64)]
+    if task == "image_segmentation":
+        from gatescope.data import colin27
+        images = colin27.load_slices()["test"]["images"][:16]
+    else:
+        from gatescope.data import detection_scenes as ds
+        images = [s[0] for s in ds.make_scenes("heldout", 16, seed=1234, size_range=(128, 128))]
+    paths = []
+    for i, image in enumerate(images):
+        path = out_dir / f"{i:02d}.png"
+        path.write_bytes(encode_gray_png(image))
+        paths.append(str(path))
+    return paths
+
+
+def served_batching(model_dir, model_max, delay_us):
+    """(max_batch_size, delay us, where from) the dynamic server will use for the model."""
+    config = model_dir / "config.pbtxt"
+    if not config.exists():
+        return model_max, delay_us, "server flags"
+    from gatescope_tune import serving_config_class
+    with tempfile.TemporaryDirectory() as tmp:
+        from google.protobuf import text_format
+        parsed = text_format.Parse(config.read_text(), serving_config_class(pathlib.Path(tmp))())
+    batch = parsed.max_batch_size or model_max
+    return batch, parsed.dynamic_batching.max_queue_delay_microseconds, "config.pbtxt"
+
+
+def run_perf(server, model, cores, concurrency, inputs, window_ms):
+    cmd = ["taskset", "-c", cores, str(BUILD / "client" / "gatescope-perf"), "--server",
+           server.address, "--model", model, "--concurrency", str(concurrency),
+           "--warmup-ms", "1000", "--window-ms", str(window_ms), "--max-windows", "6", *inputs]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    if not rows:
+        raise RuntimeError(f"gatescope-perf failed: {out.stderr}")
+    return rows[-1]
 
 
-def under_the_server_s_allocator():
-    """Re-executes this script with jemalloc preloaded and configured as the server configures
-    it (server/allocator.cc), so that the in-process ceiling and the server allocate alike;
-    returns when that is already so."""
-    import os
-    from bench_allocators import ALLOCATORS  # this directory: sys.path[0] of a script
-    server = ALLOCATORS["jemalloc-server"]
-    if server["LD_PRELOAD"] in os.environ.get("LD_PRELOAD", ""):
-        return
-    os.execve(sys.executable, [sys.executable, *sys.argv], dict(os.environ, **server))
+def serve_and_measure(repo, model, flags, args, levels, inputs, work):
+    from server_harness import start_server, stop_server
+    work.mkdir()
+    server = start_server(work, repo, extra=[*flags, f"--torch_threads={args.threads}",
+                                            "--instances=1"],
+                          wrap=["taskset", "-c", args.server_cores])
+    try:
+        return {c: run_perf(server, model, args.client_cores, c, inputs, args.window_ms)
+                for c in levels}
+    finally:
+        stop_server(server)
+
+
+def report(model, measured, unbatched, dynamic, batching):
+    summaries = measured["measurements"]
+    b1 = summaries[0]
+    best = max(summaries, key=lambda s: s["images_per_s"])
+    batch, delay_us, source = batching
+    print(f"\n### {model}\n")
+    print("In-process forward, per batch size: " + ", ".join(
+        f"b{s['batch']} {s['images_per_s']:.1f}/s (p50 {s['p50_ms']:.2f} ms)" for s in summaries))
+    print(f"\ndynamic = max_batch_size {batch}, max_queue_delay {delay_us} us ({source})\n")
+    print("| server | concurrency | req/s | p50 ms | p99 ms | queue ms | infer ms (per request) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for name, rows in (("unbatched", unbatched), ("dynamic", dynamic)):
+        for c, r in rows.items():
+            errors = sum(r["errors"].values())
+            note = "" if r["stable"] else " (not stable)"
+            note += f" ({errors} errors)" if errors else ""
+            print(f"| {name} | {c} | {r['throughput']:.1f}{note} | {r['p50_us'] / 1000:.2f} | "
+                  f"{r['p99_us'] / 1000:.2f} | {r['server_queue_us'] / 1000:.2f} | "
+                  f"{r['server_compute_infer_us'] / 1000:.2f} |")
+    u_sat, d_sat = list(unbatched.values())[-1], list(dynamic.values())[-1]
+    d1 = dynamic[min(dynamic)]
+    bound = b1["p50_ms"] + delay_us / 1000
+    ratios = {
+        "unbatched": u_sat["throughput"] / b1["images_per_s"],
+        "dynamic": d_sat["throughput"] / best["images_per_s"],
+        "p99_c1": d1["p99_us"] / 1000 / bound,
+    }
+    print(f"\nunbatched / in-process b1: {100 * ratios['unbatched']:.0f} % "
+          f"({u_sat['throughput']:.1f} vs {b1['images_per_s']:.1f}); dynamic / in-process best "
+          f"(b{best['batch']}): {100 * ratios['dynamic']:.0f} % ({d_sat['throughput']:.1f} vs "
+          f"{best['images_per_s']:.1f}); dynamic p99 at concurrency 1 / (b1 p50 + delay): "
+          f"{ratios['p99_c1']:.2f}x ({d1['p99_us'] / 1000:.2f} vs {bound:.2f} ms)")
+    return ratios
 
 
 def main():
-    under_the_server_s_allocator()
-    from server_harness import start_server, stop_server
-    from gatescope.data.fashion_mnist import write_pngs
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--delay-us", type=int, default=2000)
-    ap.add_argument("--window-ms", type=int, default=2000)
-    ap.add_argument("--instances", type=int, default=1, help="model instances, both configs")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="", help="comma-separated; default: every shipped model")
+    ap.add_argument("--server-cores", default="0", help="taskset CPU list of the server")
+    ap.add_argument("--client-cores", default="1", help="taskset CPU list of gatescope-perf")
+    ap.add_argument("--threads", type=int, default=1, help="Torch threads, in-process and served")
+    ap.add_argument("--seconds", type=float, default=1.0, help="in-process seconds per batch")
+    ap.add_argument("--window-ms", type=int, default=1500)
+    ap.add_argument("--delay-us", type=int, default=1000,
+                    help="batching delay of a model without config.pbtxt")
     args = ap.parse_args()
+    models = args.models.split(",") if args.models else shipped_models()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_bench_"))
-    inputs = [str(p) for p, _ in write_pngs(tmp / "png", start=9000, count=64)]
-    configs = {
-        "unbatched": ["--max_batch_size=1", f"--instances={args.instances}"],
-        "dynamic": ["--max_batch_size=64", f"--max_queue_delay_us={args.delay_us}",
-                    f"--instances={args.instances}"],
-    }
-    results = {}
-    # In-process forward measured before, between and after the server runs (the median
-    # is used; the spread shows how noisy this machine is).
-    forwards = [in_process_throughput(args.threads)]
-    for name, flags in configs.items():
-        (tmp / name).mkdir()
-        server = start_server(tmp / name, ROOT / "model_repository",
-                              extra=[*flags, f"--torch_threads={args.threads}"])
-        try:
-            rows = []
-            for c in (1, 8, 32, 64):
-                rows += run_perf(server, f"{c}:{c}:1", inputs, args.window_ms)
-            results[name] = {r["concurrency"]: r for r in rows}
-        finally:
-            stop_server(server)
-        forwards.append(in_process_throughput(args.threads))
-    forward = sorted(forwards)[1]
-    print(f"DGViT (dgvit_fmnist), PNG 28x28 over gRPC loopback, {args.threads} Torch "
-          f"thread(s), {args.instances} instance(s); dynamic = max_batch_size 64, "
-          f"max_queue_delay {args.delay_us} us")
-    print("| concurrency | unbatched req/s | dynamic req/s | dynamic / unbatched "
-          "| unbatched p99 ms | dynamic p99 ms | errors |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for c in (1, 8, 32, 64):
-        u, d = results["unbatched"][c], results["dynamic"][c]
-        errors = sum(u["errors"].values()) + sum(d["errors"].values())
-        stable = "" if u["stable"] and d["stable"] else " (not stable)"
-        print(f"| {c} | {u['throughput']:.0f} | {d['throughput']:.0f} | "
-              f"{d['throughput'] / u['throughput']:.2f}x{stable} | {u['p99_us'] / 1000:.2f} | "
-              f"{d['p99_us'] / 1000:.2f} | {errors} |")
-    d64 = results["dynamic"][64]["throughput"]
-    print(f"\nIn-process batched forward (batch 64, TorchScript), median of 3: {forward:.0f} "
-          f"images/s (runs: {', '.join(f'{f:.0f}' for f in forwards)}); server at "
-          f"concurrency 64 reaches {d64:.0f} req/s = {100 * d64 / forward:.0f} % of it.")
+    print(f"Server on cores {args.server_cores}, gatescope-perf on cores {args.client_cores}, "
+          f"{args.threads} Torch thread(s), 1 instance; gRPC loopback, encoded PNG inputs")
+    summary = []
+    try:
+        for model in models:
+            measured = in_process(model, args.server_cores, args.threads, args.seconds)
+            model_max = max(s["batch"] for s in measured["measurements"])
+            task = model_task(ROOT / "model_repository" / model / "1" / "model.pt")
+            inputs = write_inputs(task, tmp / model / "inputs")
+            # Unbatched: a copy of the model without its config.pbtxt, so nothing batches.
+            bare = tmp / model / "bare"
+            shutil.copytree(ROOT / "model_repository" / model, bare / model,
+                            ignore=shutil.ignore_patterns("config.pbtxt"))
+            unbatched = serve_and_measure(bare, model, ["--max_batch_size=1"], args, (1, 8),
+                                          inputs, tmp / model / "unbatched")
+            batching = served_batching(ROOT / "model_repository" / model, model_max,
+                                       args.delay_us)
+            dynamic = serve_and_measure(
+                ROOT / "model_repository", model,
+                [f"--max_batch_size={model_max}", f"--max_queue_delay_us={args.delay_us}"],
+                args, (1, min(128, 2 * batching[0])), inputs, tmp / model / "dynamic")
+            summary.append((model, report(model, measured, unbatched, dynamic, batching)))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("\n| model | unbatched / in-process b1 | dynamic / in-process best | "
+          "p99 c1 / (b1 + delay) |")
+    print("| --- | --- | --- | --- |")
+    for model, r in summary:
+        print(f"| {model} | {100 * r['unbatched']:.0f} % | {100 * r['dynamic']:.0f} % | "
+              f"{r['p99_c1']:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -53,10 +53,12 @@ def import_api_modules(out_dir):
         "gatescope.v1.inference_pb2", "gatescope.v1.inference_pb2_grpc"))
 
 
-def start_server(tmp_path, repo_dir, extra=(), env=None):
+def start_server(tmp_path, repo_dir, extra=(), env=None, wrap=()):
+    """Starts the server (behind the command prefix `wrap`, e.g. taskset) and waits until it
+    serves."""
     port_file = tmp_path / "ports"
     log_path = tmp_path / "server.log"
-    cmd = [str(BUILD / "server" / "gatescope-server"), f"--model_repository={repo_dir}",
+    cmd = [*wrap, str(BUILD / "server" / "gatescope-server"), f"--model_repository={repo_dir}",
            f"--ops_library={BUILD / 'models' / 'ops' / 'libgatescope_ops.so'}",
            "--grpc_port=0", "--metrics_port=0", f"--port_file={port_file}",
            "--torch_threads=2", *extra]
