@@ -1,6 +1,6 @@
 // Conversion of client inputs (encoded images, raw pixel tensors) into the model's input
 // example [C, H, W] float32, normalised as the model's InputSpec says. Pure functions,
-// thread-safe; CPU-bound (call them off the gRPC threads).
+// thread-safe; CPU-bound (on a gRPC thread only for small images: ImageInput::on_caller).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
-// The inputs of the image tasks, from either API, as makers that build one example off the
-// gRPC threads (decoding is CPU-bound): on a preparation thread or the model's worker.
+// The inputs of the image tasks, from either API, as makers that build one example: on a
+// preparation thread or the model's worker (decoding is CPU-bound), or for a small image on
+// the gRPC thread that received it.
 #pragma once
 
 #include <cstdint>
