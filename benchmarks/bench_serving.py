@@ -18,7 +18,8 @@ For every shipped model (or --models), in one run and on the same pinned cores:
 
 Prints per model the in-process table, the four served rows, and the ratios the performance
 goals are stated in (docs/performance.md): unbatched at saturation / in-process batch 1,
-dynamic at saturation / in-process best, and p99 at concurrency 1 / (in-process batch-1 p50
+dynamic at saturation / in-process best (up to the served max_batch_size, and of any batch
+size), and p99 at concurrency 1 / (in-process batch-1 p50
 + the batching delay). With one core for the server and one for the load generator the
 ratios are about the server's own work, not about cores left idle.
 
@@ -123,8 +124,11 @@ def serve_and_measure(repo, model, flags, args, levels, inputs, work):
 def report(model, measured, unbatched, dynamic, batching):
     summaries = measured["measurements"]
     b1 = summaries[0]
-    best = max(summaries, key=lambda s: s["images_per_s"])
     batch, delay_us, source = batching
+    best = max(summaries, key=lambda s: s["images_per_s"])
+    # The best batch the dynamic server can form (its max_batch_size), and the best of all.
+    best_served = max((s for s in summaries if s["batch"] <= batch),
+                      key=lambda s: s["images_per_s"])
     print(f"\n### {model}\n")
     print("In-process forward, per batch size: " + ", ".join(
         f"b{s['batch']} {s['images_per_s']:.1f}/s (p50 {s['p50_ms']:.2f} ms)" for s in summaries))
@@ -144,14 +148,17 @@ def report(model, measured, unbatched, dynamic, batching):
     bound = b1["p50_ms"] + delay_us / 1000
     ratios = {
         "unbatched": u_sat["throughput"] / b1["images_per_s"],
-        "dynamic": d_sat["throughput"] / best["images_per_s"],
+        "dynamic": d_sat["throughput"] / best_served["images_per_s"],
+        "dynamic_any": d_sat["throughput"] / best["images_per_s"],
         "p99_c1": d1["p99_us"] / 1000 / bound,
     }
     print(f"\nunbatched / in-process b1: {100 * ratios['unbatched']:.0f} % "
           f"({u_sat['throughput']:.1f} vs {b1['images_per_s']:.1f}); dynamic / in-process best "
-          f"(b{best['batch']}): {100 * ratios['dynamic']:.0f} % ({d_sat['throughput']:.1f} vs "
-          f"{best['images_per_s']:.1f}); dynamic p99 at concurrency 1 / (b1 p50 + delay): "
-          f"{ratios['p99_c1']:.2f}x ({d1['p99_us'] / 1000:.2f} vs {bound:.2f} ms)")
+          f"up to b{batch} (b{best_served['batch']}): {100 * ratios['dynamic']:.0f} % "
+          f"({d_sat['throughput']:.1f} vs {best_served['images_per_s']:.1f}), of any batch "
+          f"(b{best['batch']}): {100 * ratios['dynamic_any']:.0f} %; dynamic p99 at "
+          f"concurrency 1 / (b1 p50 + delay): {ratios['p99_c1']:.2f}x "
+          f"({d1['p99_us'] / 1000:.2f} vs {bound:.2f} ms)")
     return ratios
 
 
@@ -192,12 +199,12 @@ def main():
             summary.append((model, report(model, measured, unbatched, dynamic, batching)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("\n| model | unbatched / in-process b1 | dynamic / in-process best | "
-          "p99 c1 / (b1 + delay) |")
-    print("| --- | --- | --- | --- |")
+    print("\n| model | unbatched / in-process b1 | dynamic / in-process best up to its "
+          "max_batch_size | dynamic / in-process best of any batch | p99 c1 / (b1 + delay) |")
+    print("| --- | --- | --- | --- | --- |")
     for model, r in summary:
         print(f"| {model} | {100 * r['unbatched']:.0f} % | {100 * r['dynamic']:.0f} % | "
-              f"{r['p99_c1']:.2f}x |")
+              f"{100 * r['dynamic_any']:.0f} % | {r['p99_c1']:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -338,10 +338,18 @@ docker rm "$NAME" >/dev/null
 
 # --- SIGTERM drain -----------------------------------------------------------------------
 # A server whose batching delay is 60 s holds a lone request in its queue; `docker stop`
-# (SIGTERM) must run it at once and answer it, then exit 0.
+# (SIGTERM) must run it at once and answer it, then exit 0. The shipped model's config.pbtxt
+# sets its own (short) delay, which wins over --max_queue_delay_us: this server gets a
+# repository whose copy of the model says 60 s.
+mkdir -p "$work/in/drain_repo"
+cp -R "model_repository/$MODEL" "$work/in/drain_repo/"
+printf 'max_batch_size: 16\ndynamic_batching { max_queue_delay_microseconds: 60000000 }\n' \
+  >"$work/in/drain_repo/$MODEL/config.pbtxt"
+chmod -R a+rX "$work/in/drain_repo"
 grpc=$(free_port); metrics_port=$(free_port)
 while [ "$metrics_port" = "$grpc" ]; do metrics_port=$(free_port); done
-start_server "$NAME-drain" "$grpc" "$metrics_port" --max_queue_delay_us=60000000 --drain_seconds=30
+start_server "$NAME-drain" "$grpc" "$metrics_port" --model_repository=/data/in/drain_repo \
+  --drain_seconds=30
 t_req=$(date +%s)
 docker run --rm --name "$NAME-client" --network host -v "$work/in:/data/in:ro" \
   --entrypoint gatescope-client "$IMAGE" predict --server "127.0.0.1:$grpc" --model "$MODEL" \

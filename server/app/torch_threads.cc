@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -41,7 +42,8 @@ int UsableCores() {
   cpu_set_t set;
   int cores = 0;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
-  if (cores <= 0) cores = 1;
+  // (More CPUs than a cpu_set_t holds: the machine's count.)
+  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
   std::ifstream file("/sys/fs/cgroup/cpu.max");
   std::stringstream text;
   text << file.rdbuf();

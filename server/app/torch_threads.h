@@ -23,8 +23,9 @@ TorchThreads ChooseTorchThreads(int requested, int usable_cores, int instances);
 // whole cores rounded up; nullopt when unlimited or unreadable.
 std::optional<int> CgroupCpuQuotaCores(std::string_view cpu_max);
 
-// Cores this process may use: its CPU affinity (taskset, cpusets), capped by its cgroup's CPU
-// quota (Kubernetes CPU limits). At least 1.
+// Cores this process may use: its CPU affinity (taskset, cpusets), capped by its cgroup v2
+// CPU quota (/sys/fs/cgroup/cpu.max: Kubernetes CPU limits on cgroup v2 nodes; cgroup v1
+// quotas are not read). At least 1.
 int UsableCores();
 
 // Sets LibTorch's intra-op threads and, when LibTorch's BLAS is OpenBLAS (whose own pool is

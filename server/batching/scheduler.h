@@ -16,9 +16,11 @@ namespace gatescope {
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
-  // Queues `item` without blocking. On error (RESOURCE_EXHAUSTED: queue full;
-  // UNAVAILABLE: stopping; INVALID_ARGUMENT: bad priority) the job has been refused with
-  // that status before this returns, so its call still finishes exactly once.
+  // Queues `item` without blocking (beyond preparing a small input, see
+  // PreparingScheduler). On error (RESOURCE_EXHAUSTED: queue full; UNAVAILABLE: stopping;
+  // INVALID_ARGUMENT: bad priority or an input that failed its preparation) the job has
+  // been refused with that status before this returns, so its call still finishes exactly
+  // once.
   // Thread-safe.
   virtual absl::Status Enqueue(WorkItem item) = 0;
   // Refuses new items, executes every queued one at once (batching delays no longer

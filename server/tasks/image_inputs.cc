@@ -21,8 +21,11 @@ uint64_t SizeKey(const InputSpec& spec, int64_t height, int64_t width) {
   return (static_cast<uint64_t>(height) << 32) ^ static_cast<uint64_t>(width);
 }
 
-// Images up to this many pixels are decoded on the receiving thread (ImageInput::on_caller).
+// Images up to this many pixels and bytes are decoded on the receiving thread
+// (ImageInput::on_caller). Both bounds, because a decode's cost is bounded by neither
+// alone: a progressive JPEG or a PNG of many chunks can be large for its pixels.
 constexpr int64_t kCallerDecodePixels = 128 * 128;
+constexpr size_t kCallerDecodeBytes = 64 * 1024;
 
 // An encoded image's input: its size key, and where it is decoded (read from its header).
 ImageInput EncodedImage(std::string_view bytes, const InputSpec& spec, ImageMaker make) {
@@ -30,7 +33,8 @@ ImageInput EncodedImage(std::string_view bytes, const InputSpec& spec, ImageMake
   ImageInput input{std::move(make), 0, !spec.native_size()};
   if (declared) {
     input.shape_key = SizeKey(spec, declared->height, declared->width);
-    input.on_caller = input.ahead && declared->height * declared->width <= kCallerDecodePixels;
+    input.on_caller = input.ahead && declared->height * declared->width <= kCallerDecodePixels &&
+                      bytes.size() <= kCallerDecodeBytes;
   }
   return input;
 }

@@ -34,9 +34,10 @@ struct ImageInput {
   // their own size are made on the worker instead, so that a queue of them holds encoded
   // bytes, not decoded pixels (their decode is short next to their forward pass).
   bool ahead = false;
-  // With `ahead`: the image is small (its header declares at most 128 x 128 pixels), so it
-  // is decoded on the gRPC thread that receives it (Job::prepares_on_caller): a hop to a
-  // preparation thread costs more than such a decode (docs/performance.md).
+  // With `ahead`: the image is small (its header declares at most 128 x 128 pixels, and it
+  // has at most 64 KiB), so it is decoded on the gRPC thread that receives it
+  // (Job::prepares_on_caller): a hop to a preparation thread costs more than such a decode
+  // (docs/performance.md).
   bool on_caller = false;
 };
 

@@ -178,20 +178,24 @@ def test_fill_job_adds_the_instance_group_only_where_a_config_has_none(tmp_path)
     fill = job["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value", "") for e in fill["env"]}
     models, repository = tmp_path / "models", tmp_path / "repository"
-    for name in ("tuned", "grouped", "bare"):
-        (models / name / "1").mkdir(parents=True)
-    tuned = "# written by the tuner\nmax_batch_size: 8\n"
-    grouped = "max_batch_size: 4\ninstance_group { kind: KIND_CPU count: 2 }\n"
-    (models / "tuned" / "config.pbtxt").write_text(tuned)
-    (models / "grouped" / "config.pbtxt").write_text(grouped)
+    for name in ("tuned", "grouped", "inline", "bare", "lost+found"):
+        (models / name).mkdir(parents=True)
+    tuned = "# written by the tuner\nmax_batch_size: 8"  # no final newline
+    grouped = "max_batch_size: 4\n  instance_group { kind: KIND_CPU count: 2 }\n"
+    inline = "max_batch_size: 4 instance_group [ { kind: KIND_CPU } ]\n"
+    for name, text in (("tuned", tuned), ("grouped", grouped), ("inline", inline)):
+        (models / name / "config.pbtxt").write_text(text)
     repository.mkdir()
     script = fill["args"][0].replace("/models/", f"{models}/").replace("/repository", str(repository))
-    subprocess.run([*fill["command"], script], env={**os.environ, **env}, check=True,
-                   capture_output=True)
-    group = env["INSTANCE_GROUP"] + "\n"
-    assert (repository / "tuned" / "config.pbtxt").read_text() == tuned + group
-    assert (repository / "grouped" / "config.pbtxt").read_text() == grouped
-    assert (repository / "bare" / "config.pbtxt").read_text() == group
+    for _ in range(2):  # a second fill gives the same files
+        subprocess.run([*fill["command"], script], env={**os.environ, **env}, check=True,
+                       capture_output=True)
+        group = "\n" + env["INSTANCE_GROUP"] + "\n"
+        assert (repository / "tuned" / "config.pbtxt").read_text() == tuned + group
+        assert (repository / "grouped" / "config.pbtxt").read_text() == grouped
+        assert (repository / "inline" / "config.pbtxt").read_text() == inline
+        assert (repository / "bare" / "config.pbtxt").read_text() == group
+        assert not (repository / "lost+found" / "config.pbtxt").exists()
 
 
 def gpu_mentions(objects):

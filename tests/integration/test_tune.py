@@ -4,6 +4,7 @@ ModelConfig; a bound no batch size meets."""
 import importlib
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import zipfile
@@ -164,3 +165,13 @@ def test_every_shipped_model_carries_a_tuned_config(tmp_path):
         assert list(config.dynamic_batching.preferred_batch_size) == [config.max_batch_size]
         assert 0 <= config.dynamic_batching.max_queue_delay_microseconds <= 100_000
         assert not config.instance_group, "instances stay with --instances / the deployment"
+        # The knobs are what the rule chooses from the table the header records.
+        bound = float(re.search(r"^# Bound: p99 ([\d.]+) ms", text, re.M).group(1))
+        table = [tuple(float(v) for v in m.groups()) for m in re.finditer(
+            r"^#\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(?:yes|no)", text, re.M)]
+        assert len(table) >= 2, model_dir.name
+        choice = tune.choose(model_dir.name, rows(*[(int(b), t, p50, p99)
+                                                    for b, t, p50, p99 in table]), bound)
+        assert choice["max_batch_size"] == config.max_batch_size, model_dir.name
+        assert choice["max_queue_delay_microseconds"] == \
+            config.dynamic_batching.max_queue_delay_microseconds, model_dir.name

@@ -42,8 +42,9 @@ std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
 
 // Queues `job` on the call's model, honouring the call's gRPC deadline and cancellation
 // (or `abandoned`, when set, saying the call no longer needs the job) and `scheduling`. If
-// the queue refuses it (RESOURCE_EXHAUSTED, UNAVAILABLE, INVALID_ARGUMENT priority), the
-// job has already been refused with that status, which is returned. `context` must outlive
+// the queue refuses it (RESOURCE_EXHAUSTED, UNAVAILABLE, INVALID_ARGUMENT for a priority or
+// a small input that failed to decode on this thread), the job has already been refused
+// with that status, which is returned. `context` must outlive
 // the job (it does: the call ends in the job's done).
 absl::Status Submit(const ModelCall& call, grpc::CallbackServerContext* context,
                     std::unique_ptr<InferenceJob> job, const Scheduling& scheduling,

@@ -239,7 +239,7 @@ TEST(KServeInferTest, OnlyEncodedImagesArePreparedAhead) {
 }
 
 // Small images are decoded on the thread that receives them (a hop to a preparation thread
-// costs more), larger ones on a preparation thread; the size comes from the header.
+// costs more), larger ones on a preparation thread; small by the header's size and the bytes.
 TEST(KServeInferTest, SmallImagesAreDecodedOnTheReceivingThread) {
   auto task = TaskFrom(kClassifier);
   for (int side : {28, 128, 129, 512}) {
@@ -258,6 +258,28 @@ TEST(KServeInferTest, SmallImagesAreDecodedOnTheReceivingThread) {
     EXPECT_TRUE((*jobs)[0]->prepares_ahead()) << side;
     EXPECT_EQ((*jobs)[0]->prepares_on_caller(), side <= 128) << side;
   }
+  // Few pixels but many bytes (PNG text chunks; the header alone does not bound the work):
+  // decoded on a preparation thread.
+  std::vector<uchar> png;
+  ASSERT_TRUE(cv::imencode(".png", cv::Mat(28, 28, CV_8UC1, cv::Scalar(7)), png));
+  std::string bytes(png.begin(), png.end());
+  std::string chunk(4, '\0');
+  const uint32_t length = 70000;
+  for (int i = 0; i < 4; ++i) chunk[i] = static_cast<char>((length >> (24 - 8 * i)) & 0xff);
+  chunk += "tEXt" + std::string(length, 'x') + std::string(4, '\0');  // CRC unchecked here
+  bytes.insert(33, chunk);  // after the signature (8) and IHDR (25)
+  kv::ModelInferRequest request;
+  auto* in = request.add_inputs();
+  in->set_name("input");
+  in->set_datatype("BYTES");
+  in->add_shape(1);
+  in->mutable_contents()->add_bytes_contents(bytes);
+  kv::ModelInferResponse response;
+  auto results = std::make_shared<InferResults>(&request, &response, nullptr);
+  auto jobs = task->Infer(request, results);
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  EXPECT_TRUE((*jobs)[0]->prepares_ahead());
+  EXPECT_FALSE((*jobs)[0]->prepares_on_caller());
 }
 
 }  // namespace
