@@ -27,8 +27,10 @@ TorchThreads ChooseTorchThreads(int requested, int usable_cores, int instances) 
 }
 
 std::optional<int> CgroupCpuQuotaCores(std::string_view cpu_max) {
+  // (Debian's Abseil has its own string_view.)
+  const absl::string_view text(cpu_max.data(), cpu_max.size());
   const std::vector<absl::string_view> fields =
-      absl::StrSplit(absl::string_view(cpu_max.data(), cpu_max.size()), absl::ByAnyChar(" \n"), absl::SkipEmpty());
+      absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
   if (fields.size() != 2 || fields[0] == "max") return std::nullopt;
   int64_t quota = 0, period = 0;
   if (!absl::SimpleAtoi(fields[0], &quota) || !absl::SimpleAtoi(fields[1], &period) ||
