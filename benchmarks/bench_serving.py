@@ -34,7 +34,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
@@ -45,13 +44,6 @@ sys.path.insert(0, str(ROOT / "scripts"))  # gatescope_tune: its parser of confi
 def shipped_models():
     return sorted(d.name for d in (ROOT / "model_repository").iterdir()
                   if (d / "1" / "model.pt").exists())
-
-
-def model_task(path):
-    """The task a TorchScript archive declares in its gatescope.json."""
-    with zipfile.ZipFile(path) as archive:
-        name = next(n for n in archive.namelist() if n.endswith("extra/gatescope.json"))
-        return json.loads(archive.read(name))["task"]
 
 
 def in_process(model, cores, threads, seconds):
@@ -163,6 +155,7 @@ def report(model, measured, unbatched, dynamic, batching):
 
 
 def main():
+    from gatescope.export.archive import read_metadata
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="", help="comma-separated; default: every shipped model")
     ap.add_argument("--server-cores", default="0", help="taskset CPU list of the server")
@@ -182,7 +175,7 @@ def main():
         for model in models:
             measured = in_process(model, args.server_cores, args.threads, args.seconds)
             model_max = max(s["batch"] for s in measured["measurements"])
-            task = model_task(ROOT / "model_repository" / model / "1" / "model.pt")
+            task = read_metadata(ROOT / "model_repository" / model / "1" / "model.pt")["task"]
             inputs = write_inputs(task, tmp / model / "inputs")
             # Unbatched: a copy of the model without its config.pbtxt, so nothing batches.
             bare = tmp / model / "bare"

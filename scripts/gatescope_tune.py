@@ -192,11 +192,13 @@ def serving_config_class(out_dir):
     return importlib.import_module("gatescope.v1.model_config_pb2").ServingConfig
 
 
-def table_lines(summaries, choice_or_none, bound_ms):
+def table_lines(summaries, choice_or_none):
+    """The measured table, marking choose()'s candidates and choice (none: no candidate)."""
     chosen = choice_or_none and choice_or_none["max_batch_size"]
+    candidates = choice_or_none["candidates"] if choice_or_none else []
     lines = [f"{'batch':>6} {'images/s':>10} {'p50 ms':>9} {'p99 ms':>9}  candidate"]
     for m in summaries:
-        fits = "yes" if 2 * m["p99_ms"] <= bound_ms else "no"
+        fits = "yes" if m["batch"] in candidates else "no"
         lines.append(f"{m['batch']:>6} {m['images_per_s']:>10.1f} {m['p50_ms']:>9.3f} "
                      f"{m['p99_ms']:>9.3f}  {fits}{'  <- chosen' if m['batch'] == chosen else ''}")
     return lines
@@ -271,7 +273,7 @@ def main():
                   f"Bound: p99 {a.p99_ms:g} ms (rule: docs/performance.md, "
                   "\"Batching knobs from measurement\")",
                   f"Measured {name} version {path.parent.name}, {a.seconds:g} s per batch size:",
-                  *table_lines(summaries, choice, a.p99_ms)]
+                  *table_lines(summaries, choice)]
         written = None
         if choice and a.write:
             written = repository / name / "config.pbtxt"
@@ -286,7 +288,7 @@ def main():
                 "config": str(written) if written else None}), flush=True)
         else:
             print(f"{name} (version {path.parent.name}): p99 bound {a.p99_ms:g} ms; {machine}")
-            print("\n".join(table_lines(summaries, choice, a.p99_ms)))
+            print("\n".join(table_lines(summaries, choice)))
             if choice:
                 print(f"chosen: max_batch_size {choice['max_batch_size']}, "
                       f"preferred_batch_size {choice['preferred_batch_size']}, "

@@ -27,14 +27,16 @@ uint64_t SizeKey(const InputSpec& spec, int64_t height, int64_t width) {
 constexpr int64_t kCallerDecodePixels = 128 * 128;
 constexpr size_t kCallerDecodeBytes = 64 * 1024;
 
-// An encoded image's input: its size key, and where it is decoded (read from its header).
+// An encoded image's input: its size key, and where it is decoded. The header is read here
+// only where it decides one of them (the decode reads it again): a native-size model's key,
+// or whether an image small in bytes is small in pixels too.
 ImageInput EncodedImage(std::string_view bytes, const InputSpec& spec, ImageMaker make) {
-  const std::optional<ImageSize> declared = DeclaredImageSize(bytes);
   ImageInput input{std::move(make), 0, !spec.native_size()};
+  if (input.ahead && bytes.size() > kCallerDecodeBytes) return input;  // to the pool
+  const std::optional<ImageSize> declared = DeclaredImageSize(bytes);
   if (declared) {
     input.shape_key = SizeKey(spec, declared->height, declared->width);
-    input.on_caller = input.ahead && declared->height * declared->width <= kCallerDecodePixels &&
-                      bytes.size() <= kCallerDecodeBytes;
+    input.on_caller = input.ahead && declared->height * declared->width <= kCallerDecodePixels;
   }
   return input;
 }

@@ -2,15 +2,13 @@
 requests sent at once to a server that batches them and to one that runs each alone return
 the same outputs, for a classifier, a segmenter and a detector."""
 import concurrent.futures
-import importlib
 import shutil
-import sys
 
 import grpc
 import numpy as np
 import pytest
 
-from server_harness import REPO, generate_python_stubs, start_server, stop_server
+from server_harness import REPO, import_api_modules, start_server, stop_server
 from gatescope.data import colin27, detection_scenes, fashion_mnist
 
 N = 8  # requests sent at once, one example each
@@ -24,11 +22,8 @@ CONFIGS = {
 
 @pytest.fixture(scope="module")
 def kv(tmp_path_factory):
-    out = tmp_path_factory.mktemp("kserve_stubs")
-    generate_python_stubs(out, "inference/model_config.proto", "inference/grpc_service.proto")
-    sys.path.insert(0, str(out))
-    return (importlib.import_module("inference.grpc_service_pb2"),
-            importlib.import_module("inference.grpc_service_pb2_grpc"))
+    """The KServe messages and gRPC modules."""
+    return import_api_modules(tmp_path_factory.mktemp("stubs"))[:2]
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ import json
 import re
 import shutil
 import subprocess
-import zipfile
 
 import grpc
 import pytest
 from google.protobuf import text_format
 
 from server_harness import REPO, import_api_modules, start_server, stop_server
+from gatescope.export.archive import read_metadata
 
 TOOL = REPO / "scripts" / "gatescope_tune.py"
 _spec = importlib.util.spec_from_file_location("gatescope_tune", TOOL)
@@ -158,9 +158,7 @@ def test_every_shipped_model_carries_a_tuned_config(tmp_path):
         assert text.startswith("# Written by scripts/gatescope_tune.py"), model_dir.name
         assert "<- chosen" in text and "# Bound: p99" in text, model_dir.name
         config = text_format.Parse(text, config_class())
-        with zipfile.ZipFile(model_dir / "1" / "model.pt") as archive:
-            meta = json.loads(archive.read(next(
-                n for n in archive.namelist() if n.endswith("extra/gatescope.json"))))
+        meta = read_metadata(model_dir / "1" / "model.pt")
         assert 1 <= config.max_batch_size <= meta["max_batch_size"], model_dir.name
         assert list(config.dynamic_batching.preferred_batch_size) == [config.max_batch_size]
         assert 0 <= config.dynamic_batching.max_queue_delay_microseconds <= 100_000
