@@ -1,7 +1,7 @@
 # gatescope server image (CPU inference: Debian's LibTorch has no CUDA). docs/docker.md has
 # the numbers, the flags and how to test it (scripts/docker_test.sh).
 #   docker build -t REGISTRY/gatescope:TAG .
-#   docker run -p 8001:8001 -p 8002:8002 REGISTRY/gatescope:TAG [--flag=value ...]
+#   docker run -p 8000:8000 -p 8001:8001 -p 8002:8002 REGISTRY/gatescope:TAG [--flag=value ...]
 #
 # Two stages. `build` compiles only what the image ships (gatescope-server,
 # gatescope-client, gatescope-perf, libgatescope_ops.so; no tests) and writes the list of
@@ -24,7 +24,7 @@ RUN apt-get update -qq \
       libtorch-dev libopenblas0-pthread \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libopencv-dev libpng-dev libjpeg62-turbo-dev libabsl-dev prometheus-cpp-dev libcli11-dev \
-      libboost-dev libssl-dev libjemalloc-dev \
+      libboost-dev libssl-dev libjemalloc-dev nlohmann-json3-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -98,7 +98,7 @@ COPY model_repository /models
 
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 8001 8002
+EXPOSE 8000 8001 8002
 # SIGTERM (docker stop, Kubernetes) drains: no new calls, queued ones run at once, calls in
 # flight get up to --drain_seconds, then the server exits 0.
 STOPSIGNAL SIGTERM
@@ -111,7 +111,7 @@ STOPSIGNAL SIGTERM
 ENV OPENBLAS_NUM_THREADS=2
 ENTRYPOINT ["gatescope-server", "--model_repository=/models", \
             "--ops_library=/usr/local/lib/gatescope/libgatescope_ops.so", \
-            "--host=0.0.0.0", "--grpc_port=8001", "--metrics_port=8002", \
+            "--host=0.0.0.0", "--http_port=8000", "--grpc_port=8001", "--metrics_port=8002", \
             "--torch_threads=2", "--drain_seconds=10", "--port_file=/tmp/gatescope.ports"]
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["/bin/sh", "-c", "port=8001; if [ -r /tmp/gatescope.ports ]; then port=$(sed -n 's/^grpc=\\([0-9]*\\).*/\\1/p' /tmp/gatescope.ports); fi; exec gatescope-client health --server 127.0.0.1:${port}"]

@@ -189,7 +189,7 @@ start_server() {
   local c=$1 grpc=$2 metrics_port=$3; shift 3
   docker run -d --name "$c" --network host --health-interval 2s --health-start-period 120s \
     -v "$work/in:/data/in:ro" -v "$work/out:/data/out" \
-    "$IMAGE" --host=127.0.0.1 --grpc_port="$grpc" --metrics_port="$metrics_port" "$@" >/dev/null \
+    "$IMAGE" --host=127.0.0.1 --grpc_port="$grpc" --metrics_port="$metrics_port" --http_port=0 "$@" >/dev/null \
     || fail "docker run failed"
   local t0 deadline
   t0=$(date +%s)

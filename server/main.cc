@@ -39,7 +39,11 @@ ABSL_FLAG(std::string, host, "127.0.0.1",
           "0.0.0.0) or an IPv6 literal without brackets (::1, ::)");
 ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0 picks a free one)");
 ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one, -1 disables)");
-ABSL_FLAG(std::string, port_file, "", "If set, write 'grpc=<port> metrics=<port>' here once serving");
+ABSL_FLAG(int, http_port, 8000,
+          "KServe v2 REST (HTTP/JSON) port (0 picks a free one, -1 disables); HTTPS when "
+          "--tls_cert_file is set");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, write 'grpc=<port> metrics=<port> http=<port>' here once serving");
 ABSL_FLAG(int, torch_threads, 0,
           "Intra-op threads of each forward pass, 0..1024 (0: automatic, (usable cores - 1) / "
           "--instances, at least 1; usable cores follow the CPU affinity and cgroup quota)");
@@ -214,6 +218,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.host = absl::GetFlag(FLAGS_host);
   o.grpc_port = absl::GetFlag(FLAGS_grpc_port);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.http_port = absl::GetFlag(FLAGS_http_port);
   o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
   o.defaults.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   o.defaults.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);

@@ -2,9 +2,11 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace gatescope {
 namespace {
@@ -122,6 +124,41 @@ absl::Status AppendOutput(const std::string& name, const std::vector<at::Tensor>
   for (int64_t d : stacked.sizes()) out->add_shape(d);
   response->add_raw_output_contents(static_cast<const char*>(stacked.data_ptr()),
                                     stacked.nbytes());
+  return absl::OkStatus();
+}
+
+absl::Status AppendClassification(const std::string& name, const std::vector<at::Tensor>& rows,
+                                  int64_t k, const std::vector<std::string>& labels,
+                                  ::inference::ModelInferResponse* response) {
+  if (rows.empty()) return absl::InternalError("no rows for output " + name);
+  const int64_t count = std::min<int64_t>(k, rows.front().numel());
+  std::string raw;
+  for (const at::Tensor& r : rows) {
+    if (r.numel() != rows.front().numel()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output '", name, "' differs in size between examples"));
+    }
+    const at::Tensor flat = r.reshape({-1}).to(at::kDouble);
+    const auto top = flat.topk(count);
+    const at::Tensor values = std::get<0>(top).contiguous();
+    const at::Tensor indices = std::get<1>(top).contiguous();
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t index = indices.data_ptr<int64_t>()[j];
+      // Triton's spelling: the score with six decimals, the index, the label if any.
+      std::string element = absl::StrCat(absl::StrFormat("%f", values.data_ptr<double>()[j]),
+                                         ":", index);
+      if (index < static_cast<int64_t>(labels.size())) absl::StrAppend(&element, ":", labels[index]);
+      const uint32_t len = static_cast<uint32_t>(element.size());
+      raw.append(reinterpret_cast<const char*>(&len), 4);
+      raw.append(element);
+    }
+  }
+  auto* out = response->add_outputs();
+  out->set_name(name);
+  out->set_datatype("BYTES");
+  out->add_shape(static_cast<int64_t>(rows.size()));
+  out->add_shape(count);
+  response->add_raw_output_contents(std::move(raw));
   return absl::OkStatus();
 }
 

@@ -47,4 +47,12 @@ std::string KServeDatatype(const at::Tensor& t);
 absl::Status AppendOutput(const std::string& name, const std::vector<at::Tensor>& rows,
                           ::inference::ModelInferResponse* response);
 
+// Appends output `name` as Triton's classification extension: per example (row flattened)
+// the `k` highest values (fewer when the row is shorter), highest first, as BYTES
+// "score:index" or "score:index:label" (label when `labels` names the index), shape
+// [B, k]; raw contents, each element prefixed by its little-endian uint32 length.
+absl::Status AppendClassification(const std::string& name, const std::vector<at::Tensor>& rows,
+                                  int64_t k, const std::vector<std::string>& labels,
+                                  ::inference::ModelInferResponse* response);
+
 }  // namespace gatescope

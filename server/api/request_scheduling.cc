@@ -10,15 +10,24 @@ namespace {
 
 constexpr int64_t kMaxTimeoutMicroseconds = int64_t{1} << 40;
 
-// The int64 parameter `name` of `request`, 0 when absent.
-absl::StatusOr<int64_t> Int64Parameter(const ::inference::ModelInferRequest& request,
-                                       const char* name) {
+// The integer parameter `name` of `request`, 0 when absent. Triton's clients send
+// priority as a uint64_param and timeout as an int64_param; either kind is taken.
+absl::StatusOr<int64_t> IntegerParameter(const ::inference::ModelInferRequest& request,
+                                         const char* name) {
   auto it = request.parameters().find(name);
   if (it == request.parameters().end()) return 0;
-  if (it->second.parameter_choice_case() != ::inference::InferParameter::kInt64Param) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " parameter must be an int64_param"));
+  switch (it->second.parameter_choice_case()) {
+    case ::inference::InferParameter::kInt64Param:
+      return it->second.int64_param();
+    case ::inference::InferParameter::kUint64Param:
+      // Past int64's range is out of every accepted range: mapped to -1 to be refused.
+      return it->second.uint64_param() > static_cast<uint64_t>(INT64_MAX)
+                 ? int64_t{-1}
+                 : static_cast<int64_t>(it->second.uint64_param());
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " parameter must be an int64_param or a uint64_param"));
   }
-  return it->second.int64_param();
 }
 
 }  // namespace
@@ -44,9 +53,9 @@ absl::StatusOr<Scheduling> SchedulingOf(const ::gatescope::v1::PredictRequest& r
 }
 
 absl::StatusOr<Scheduling> SchedulingOf(const ::inference::ModelInferRequest& request) {
-  auto priority = Int64Parameter(request, "priority");
+  auto priority = IntegerParameter(request, "priority");
   if (!priority.ok()) return priority.status();
-  auto timeout = Int64Parameter(request, "timeout");
+  auto timeout = IntegerParameter(request, "timeout");
   if (!timeout.ok()) return timeout.status();
   return MakeScheduling(*priority, *timeout);
 }

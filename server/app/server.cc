@@ -24,6 +24,7 @@
 #include "server/frontend/grpc/health_service.h"
 #include "server/frontend/grpc/inference_service.h"
 #include "server/frontend/grpc/kserve_service.h"
+#include "server/frontend/http/rest_api.h"
 #include "server/metrics/metrics_http_server.h"
 #include "server/metrics/server_metrics.h"
 #include "server/repository/model_repository.h"
@@ -44,9 +45,13 @@ struct Server::State {
   std::unique_ptr<HealthService> health;  // outlives the repository, which updates it
   std::unique_ptr<PreparationPool> preparation;  // outlives the models' schedulers
   std::unique_ptr<ModelRepository> repository;
+  std::unique_ptr<V1Core> v1;         // the calls, for every transport
+  std::unique_ptr<KServeCore> kserve_core;
   std::unique_ptr<InferenceService> inference;
   std::unique_ptr<KServeService> kserve;
   std::unique_ptr<grpc::Server> grpc;
+  std::unique_ptr<RestApi> rest;
+  std::unique_ptr<HttpServer> http;  // the REST port; before it stops, rest outlives it
   std::unique_ptr<RepositoryPoller> poller;
   int grpc_port = 0;
   absl::Mutex mu;
@@ -107,9 +112,10 @@ std::string ResolveOpsLibrary(const std::string& option) {
   return !ec && std::filesystem::exists(beside) ? beside.lexically_normal().string() : "";
 }
 
-void WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
+void WritePortFile(const std::string& path, int grpc_port, int metrics_port, int http_port) {
   if (path.empty()) return;
-  std::ofstream(path + ".tmp") << "grpc=" << grpc_port << " metrics=" << metrics_port << "\n";
+  std::ofstream(path + ".tmp") << "grpc=" << grpc_port << " metrics=" << metrics_port
+                               << " http=" << http_port << "\n";
   std::rename((path + ".tmp").c_str(), path.c_str());
 }
 
@@ -159,10 +165,12 @@ std::shared_ptr<grpc::ServerCredentials> Credentials(const std::optional<HttpsCr
 
 absl::Status StartGrpc(Server::State& s, const Clock* clock,
                        const std::optional<HttpsCredentials>& pem) {
-  s.inference = std::make_unique<InferenceService>(s.repository.get(), clock, s.access.get());
-  s.kserve = std::make_unique<KServeService>(
+  s.v1 = std::make_unique<V1Core>(s.repository.get(), clock);
+  s.kserve_core = std::make_unique<KServeCore>(
       s.repository.get(), s.options.model_control == ServerOptions::ModelControl::kExplicit,
-      clock, s.access.get());
+      clock);
+  s.inference = std::make_unique<InferenceService>(s.v1.get(), s.access.get());
+  s.kserve = std::make_unique<KServeService>(s.kserve_core.get(), s.access.get());
   const std::shared_ptr<grpc::ServerCredentials> credentials = Credentials(pem);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -177,6 +185,29 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock,
   builder.RegisterService(s.health.get());
   s.grpc = builder.BuildAndStart();
   if (!s.grpc || s.grpc_port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  return absl::OkStatus();
+}
+
+// The KServe v2 REST API on options.http_port (HTTPS with the gRPC certificate when TLS is
+// on), on the same cores as gRPC.
+absl::Status StartRest(Server::State& s, const std::optional<HttpsCredentials>& pem) {
+  if (s.options.http_port < 0) return absl::OkStatus();
+  s.rest = std::make_unique<RestApi>(s.kserve_core.get(), s.v1.get(), s.access.get());
+  HttpServerOptions http;
+  http.name = "REST";
+  http.https = pem;
+  http.body_limit = static_cast<uint64_t>(s.options.max_message_bytes);
+  http.header_limit = 16 << 10;
+  http.request_timeout = absl::Seconds(60);  // a whole request, body included
+  http.write_timeout = absl::Seconds(60);
+  http.max_connections = 1024;
+  RestApi* rest = s.rest.get();
+  GS_ASSIGN_OR_RETURN(s.http, HttpServer::Start(s.options.host, s.options.http_port,
+                                                [rest](HttpRequest request, HttpRespond respond) {
+                                                  rest->Handle(std::move(request),
+                                                               std::move(respond));
+                                                },
+                                                std::move(http)));
   return absl::OkStatus();
 }
 
@@ -229,10 +260,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   state->health = std::make_unique<HealthService>(state->access.get());
   GS_RETURN_IF_ERROR(StartRepository(*state, deps));
   GS_RETURN_IF_ERROR(StartGrpc(*state, deps.clock ? deps.clock : RealClock::Get(), pem));
+  if (absl::Status st = StartRest(*state, pem); !st.ok()) {
+    state->grpc->Shutdown();
+    return st;
+  }
   std::unique_ptr<Server> server(new Server(std::move(state)));
   GS_LOG(INFO) << "serving gRPC on " << ListenAddress(options.host, server->grpc_port())
-               << ", metrics on port " << server->metrics_port();
-  WritePortFile(options.port_file, server->grpc_port(), server->metrics_port());
+               << ", REST on port " << server->http_port() << ", metrics on port "
+               << server->metrics_port();
+  WritePortFile(options.port_file, server->grpc_port(), server->metrics_port(),
+                server->http_port());
   return server;
 }
 
@@ -241,6 +278,8 @@ Server::Server(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Server::~Server() { Shutdown(); }
 
 int Server::grpc_port() const { return state_->grpc_port; }
+
+int Server::http_port() const { return state_->http ? state_->http->port() : -1; }
 
 int Server::metrics_port() const {
   return state_->metrics_server ? state_->metrics_server->port() : -1;
@@ -252,14 +291,15 @@ void Server::Shutdown() {
   state_->shut_down = true;
   State& s = *state_;
   s.health->Shutdown();  // every service reports NOT_SERVING; Watch streams end
-  s.inference->BeginShutdown();
-  s.kserve->BeginShutdown();
+  s.v1->BeginShutdown();
+  s.kserve_core->BeginShutdown();
   if (s.poller) s.poller->Stop();
   // Queued requests run at once (batching delays no longer apply) while gRPC waits for the
   // calls in flight, up to the drain limit.
   std::thread flush([&s] { s.repository->StopAll(); });
   s.grpc->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(s.options.drain_timeout));
   flush.join();
+  if (s.http) s.http->Stop();  // REST calls in flight were answered by the flush
   if (s.metrics_server) s.metrics_server->Stop();
 }
 

@@ -1,6 +1,6 @@
 // The whole server, started in-process: op library, model repository (with polling if
-// asked), Prometheus /metrics, and the gatescope.v1, KServe v2, health and reflection
-// services on one gRPC port. main.cc only turns flags into options and signals into
+// asked), Prometheus /metrics, the gatescope.v1, KServe v2, health and reflection
+// services on one gRPC port, and the KServe v2 REST API on its HTTP port. main.cc only turns flags into options and signals into
 // Shutdown; tests start it with fakes.
 #pragma once
 
@@ -38,13 +38,15 @@ class Server {
   // Shuts down (if not yet).
   ~Server();
 
-  // The bound ports (metrics: -1 when disabled).
+  // The bound ports (metrics, http: -1 when disabled).
   int grpc_port() const;
   int metrics_port() const;
+  int http_port() const;
 
   // Graceful drain: health reports NOT_SERVING, new inference calls get UNAVAILABLE,
-  // polling stops, queued requests run at once, and calls in flight get up to
-  // drain_timeout before gRPC cancels them. Blocks until done. Idempotent; thread-safe.
+  // polling stops, queued requests run at once, and gRPC calls in flight get up to
+  // drain_timeout before gRPC cancels them; REST calls in flight are answered before the
+  // HTTP port closes. Blocks until done. Idempotent; thread-safe.
   void Shutdown();
 
   // Blocks until Shutdown has completed.

@@ -73,6 +73,9 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (o.metrics_port < -1 || o.metrics_port > 65535) {
     return OutOfRange("metrics_port", absl::StrCat(o.metrics_port), "-1..65535");
   }
+  if (o.http_port < -1 || o.http_port > 65535) {
+    return OutOfRange("http_port", absl::StrCat(o.http_port), "-1..65535");
+  }
   if (o.torch_threads < 0 || o.torch_threads > 1024) {
     return OutOfRange("torch_threads", absl::StrCat(o.torch_threads), "0..1024");
   }

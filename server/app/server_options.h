@@ -54,13 +54,15 @@ struct ServerOptions {
   // Op library (.so) to load before any model; kAutoOpsLibrary: the one built beside the
   // running binary (../models/ops/libgatescope_ops.so), if there is one; empty: none.
   std::string ops_library;
-  // If set, "grpc=<port> metrics=<port>" is written there (atomically) once serving.
+  // If set, "grpc=<port> metrics=<port> http=<port>" is written there (atomically) once
+  // serving (-1 for a disabled one).
   std::string port_file;
   // Where gRPC and /metrics listen: "localhost", an IPv4 literal ("127.0.0.1", "0.0.0.0")
   // or an IPv6 literal without brackets ("::1", "::"); see ValidateHost.
   std::string host = "127.0.0.1";
   int grpc_port = 8001;     // 0 picks a free port
   int metrics_port = 8002;  // 0 picks a free port; -1 disables /metrics
+  int http_port = 8000;     // KServe v2 REST; 0 picks a free port; -1 disables it
   int torch_threads = 0;    // intra-op threads per forward; 0: ChooseTorchThreads
   ServingDefaults defaults;  // per model, unless its config.pbtxt says otherwise
   enum class ModelControl { kNone, kExplicit, kPoll };
@@ -69,7 +71,7 @@ struct ServerOptions {
   absl::Duration drain_timeout = absl::Seconds(10);  // Shutdown: time for calls in flight
   int64_t explain_max_bytes = int64_t{256} << 20;    // per explain request
   int64_t max_response_bytes = int64_t{64} << 20;    // dense outputs of one call
-  int max_message_bytes = 16 << 20;                  // largest request accepted
+  int max_message_bytes = 16 << 20;  // largest request accepted (gRPC message, REST body)
   // Threads decoding encoded images before they are queued (PreparationPool; 0: one per
   // core) and how many requests' images may wait for them (RESOURCE_EXHAUSTED beyond).
   // Decode memory at once is at most threads x one image (kMaxInputPixels x 3 bytes).
@@ -81,7 +83,7 @@ struct ServerOptions {
 
 // INVALID_ARGUMENT naming the first option out of range (host per ValidateHost; ports
 // 0..65535, metrics -1 too; threads >= 0; batch size 1..4096; queue size >= 1; delay and
-// timeouts >= 0; instances 1..64; poll interval > 0; explain cap > 0; message size
+// timeouts >= 0; instances 1..64; http port -1..65535; poll interval > 0; explain cap > 0; message size
 // 1 KiB..1 GiB; the gRPC limits per ValidateGrpcLimits).
 absl::Status ValidateServerOptions(const ServerOptions& options);
 

@@ -1,18 +1,16 @@
 // What /metrics answers to one parsed request, apart from the connection handling
-// (metrics_http_server.cc) so that the HTTP layer can be fuzzed without sockets.
+// (server/http) so that it can be fuzzed without sockets.
 #pragma once
 
 #include <functional>
 #include <memory>
 
-#include <boost/beast/http.hpp>
 #include <prometheus/registry.h>
 
 #include "server/auth/access_control.h"
+#include "server/http/http_server.h"
 
 namespace gatescope {
-
-namespace http = boost::beast::http;
 
 struct MetricsEndpoint {
   std::shared_ptr<prometheus::Registry> registry;
@@ -21,7 +19,7 @@ struct MetricsEndpoint {
 };
 
 // The limits a request is parsed with: heads up to 8 KiB, no body (GET only).
-inline void LimitMetricsRequest(http::request_parser<http::empty_body>& parser) {
+inline void LimitMetricsRequest(http::request_parser<http::string_body>& parser) {
   parser.header_limit(8192);
   parser.body_limit(0);
 }
@@ -30,6 +28,6 @@ inline void LimitMetricsRequest(http::request_parser<http::empty_body>& parser) 
 // request's Authorization; another method: 405; another path: 404. The response is complete
 // (payload prepared); the caller sets keep-alive. Runs `before_scrape` before collecting.
 http::response<http::string_body> AnswerMetricsRequest(
-    const http::request<http::empty_body>& request, const MetricsEndpoint& endpoint);
+    const HttpRequest& request, const MetricsEndpoint& endpoint);
 
 }  // namespace gatescope

@@ -84,6 +84,10 @@ absl::StatusOr<std::vector<std::unique_ptr<InferenceJob>>> ImageTask::Infer(
   }
   auto input = ReadSingleInput(request);
   if (!input.ok()) return input.status();
+  if (request.inputs(0).name() != kInputName) {
+    return InvalidInfer(absl::StrCat("the model's input is named '", kInputName, "', not '",
+                                     request.inputs(0).name(), "'"));
+  }
   auto makers = KServeImageInputs(*input, config_.input());
   if (!makers.ok()) return makers.status();
   if (makers->empty()) return InvalidInfer("empty batch");
@@ -115,7 +119,7 @@ KServeSignature ImageTask::Signature() const {
   KServeSignature s;
   std::vector<int64_t> shape(config_.input().shape().begin(), config_.input().shape().end());
   if (config_.input().any_size()) shape[1] = shape[2] = -1;
-  s.input = {"input", "FP32", ::inference::TYPE_FP32, std::move(shape)};
+  s.input = {kInputName, "FP32", ::inference::TYPE_FP32, std::move(shape)};
   s.format = ::inference::ModelInput::FORMAT_NCHW;
   s.outputs = DeclaredOutputs();
   return s;

@@ -18,6 +18,9 @@
 
 namespace gatescope {
 
+// The KServe name of every image model's one input.
+inline constexpr char kInputName[] = "input";
+
 class ImageTask : public Task {
  public:
   // A gatescope.v1 request's part that depends on the task: the writer of its results

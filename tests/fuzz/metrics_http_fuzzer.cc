@@ -37,7 +37,7 @@ gatescope::MetricsEndpoint Endpoint(bool guarded) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const gatescope::MetricsEndpoint open = Endpoint(false);
   static const gatescope::MetricsEndpoint guarded = Endpoint(true);
-  boost::beast::http::request_parser<boost::beast::http::empty_body> parser;
+  boost::beast::http::request_parser<boost::beast::http::string_body> parser;
   gatescope::LimitMetricsRequest(parser);
   parser.eager(true);
   boost::beast::error_code ec;

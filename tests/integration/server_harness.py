@@ -14,10 +14,11 @@ BUILD = pathlib.Path(os.environ.get("GATESCOPE_BUILD_DIR", REPO / "build"))
 
 
 class RunningServer:
-    def __init__(self, proc, grpc_port, metrics_port, log_path):
+    def __init__(self, proc, grpc_port, metrics_port, log_path, http_port=-1):
         self.proc = proc
         self.address = f"127.0.0.1:{grpc_port}"
         self.metrics_port = metrics_port
+        self.http_port = http_port  # KServe v2 REST
         self.log_path = log_path
 
     def client(self, *args, check=False):
@@ -60,7 +61,7 @@ def start_server(tmp_path, repo_dir, extra=(), env=None, wrap=()):
     log_path = tmp_path / "server.log"
     cmd = [*wrap, str(BUILD / "server" / "gatescope-server"), f"--model_repository={repo_dir}",
            f"--ops_library={BUILD / 'models' / 'ops' / 'libgatescope_ops.so'}",
-           "--grpc_port=0", "--metrics_port=0", f"--port_file={port_file}",
+           "--grpc_port=0", "--metrics_port=0", "--http_port=0", f"--port_file={port_file}",
            "--torch_threads=2", *extra]
     log = open(log_path, "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
@@ -74,7 +75,8 @@ def start_server(tmp_path, repo_dir, extra=(), env=None, wrap=()):
             raise RuntimeError(f"server did not start:\n{log_path.read_text()}")
         time.sleep(0.1)
     fields = dict(kv.split("=") for kv in port_file.read_text().split())
-    return RunningServer(proc, int(fields["grpc"]), int(fields["metrics"]), log_path)
+    return RunningServer(proc, int(fields["grpc"]), int(fields["metrics"]), log_path,
+                         int(fields["http"]))
 
 
 def serve_shipped(tmp_path_factory, names, extra=()):

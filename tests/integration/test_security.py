@@ -201,7 +201,7 @@ def test_unusable_tls_files_stop_the_server(tmp_path, pki):
     """A key that does not match the certificate is refused at start, by gRPC or OpenSSL."""
     result = subprocess.run([str(BUILD / "server" / "gatescope-server"),
                              f"--model_repository={REPO / 'model_repository'}", "--grpc_port=0",
-                             "--metrics_port=0", f"--tls_cert_file={pki / 'server.crt'}",
+                             "--metrics_port=0", "--http_port=0", f"--tls_cert_file={pki / 'server.crt'}",
                              f"--tls_key_file={pki / 'client.key'}"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
@@ -242,7 +242,7 @@ def test_client_cli_over_mutual_tls_with_a_token(server, pki, tmp_path):
 def test_bad_security_flags_stop_the_server(tmp_path, flags, message):
     result = subprocess.run([str(BUILD / "server" / "gatescope-server"),
                              f"--model_repository={REPO / 'model_repository'}", "--grpc_port=0",
-                             "--metrics_port=-1", *flags], capture_output=True, text=True,
+                             "--metrics_port=-1", "--http_port=-1", *flags], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
@@ -252,7 +252,7 @@ def test_short_tokens_stop_the_server(tmp_path):
     (tmp_path / "tokens").write_text("short\n")
     result = subprocess.run([str(BUILD / "server" / "gatescope-server"),
                              f"--model_repository={REPO / 'model_repository'}", "--grpc_port=0",
-                             "--metrics_port=-1", f"--auth_tokens_file={tmp_path / 'tokens'}"],
+                             "--metrics_port=-1", "--http_port=-1", f"--auth_tokens_file={tmp_path / 'tokens'}"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "at least 16 characters" in result.stderr

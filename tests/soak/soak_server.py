@@ -54,7 +54,7 @@ class Apis:
 
 DEPLOYMENT = REPO / "deploy" / "kubernetes" / "base" / "deployment.yaml"
 # Set by the soak itself (repository, ops library, ports, port file).
-OWN_FLAGS = ("--model_repository", "--ops_library", "--grpc_port", "--metrics_port",
+OWN_FLAGS = ("--model_repository", "--ops_library", "--grpc_port", "--metrics_port", "--http_port",
              "--port_file", "--host")
 
 
@@ -138,7 +138,7 @@ class Server:
         self.port_file.unlink(missing_ok=True)
         cmd = [str(SERVER_BIN), *self.flags, f"--model_repository={self.repository}",
                f"--ops_library={OPS_LIB}", f"--grpc_port={grpc_port}",
-               f"--metrics_port={metrics_port}", f"--port_file={self.port_file}"]
+               f"--metrics_port={metrics_port}", "--http_port=0", f"--port_file={self.port_file}"]
         self.command = cmd
         self._log = open(self.log_path, "w")
         threads = next((f.split("=", 1)[1] for f in self.flags

@@ -1,29 +1,19 @@
-// gatescope.v1.Inference over the callback API: handlers find the model, let its task
-// check the request and make its job, queue it and return at once; the model instance's
-// worker finishes each call.
+// gatescope.v1.Inference over gRPC's callback API: each RPC checks the caller's token and
+// hands its messages to V1Core (frontend/core/v1_core.h), which answers for every transport.
 #pragma once
 
-#include <atomic>
-
 #include "gatescope/v1/inference.grpc.pb.h"
-#include "server/api/request_scheduling.h"
 #include "server/auth/access_control.h"
-#include "server/repository/model_repository.h"
+#include "server/frontend/core/v1_core.h"
 
 namespace gatescope {
 
 class InferenceService final : public ::gatescope::v1::Inference::CallbackService {
  public:
-  // `repository`, `clock` (call latencies) and `access` (null: every call allowed) are not
-  // owned and must outlive the gRPC server.
-  // Requests are parsed by the server (wire_message.h): a malformed one gets
+  // `core` and `access` (null: every call allowed) are not owned and must outlive the gRPC
+  // server. Requests are parsed by the server (wire_message.h): a malformed one gets
   // INVALID_ARGUMENT.
-  InferenceService(const ModelRepository* repository, const Clock* clock,
-                   const AccessControl* access = nullptr);
-
-  // After this, new Predict and Explain calls get UNAVAILABLE (graceful drain).
-  // Thread-safe.
-  void BeginShutdown() { shutting_down_.store(true); }
+  InferenceService(const V1Core* core, const AccessControl* access = nullptr);
 
   grpc::ServerUnaryReactor* Predict(grpc::CallbackServerContext* context,
                                     const ::gatescope::v1::PredictRequest* request,
@@ -39,16 +29,8 @@ class InferenceService final : public ::gatescope::v1::Inference::CallbackServic
       ::gatescope::v1::ModelMetadataResponse* response) override;
 
  private:
-  // The shared body of Predict and Explain: `make_job(task, done)` is the task's method.
-  template <typename Request, typename Response, typename MakeJob>
-  grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* context, const Request& request,
-                                  Response* response,
-                                  const absl::StatusOr<Scheduling>& scheduling, MakeJob make_job);
-
-  const ModelRepository* repository_;
-  const Clock* const clock_;
+  const V1Core* const core_;
   const AccessControl* const access_;  // may be null
-  std::atomic<bool> shutting_down_{false};
 };
 
 }  // namespace gatescope

@@ -1,17 +1,11 @@
 #include "server/frontend/grpc/status_mapping.h"
 
-#include "absl/strings/ascii.h"
-
 namespace gatescope {
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
                       std::string(status.message()));
-}
-
-std::string StatusCodeName(absl::StatusCode code) {
-  return absl::AsciiStrToUpper(absl::StatusCodeToString(code));
 }
 
 }  // namespace gatescope

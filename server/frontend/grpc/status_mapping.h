@@ -3,16 +3,12 @@
 
 #include <grpcpp/support/status.h>
 
-#include <string>
-
 #include "absl/status/status.h"
+#include "server/frontend/core/status_names.h"  // StatusCodeName, for the services' metrics
 
 namespace gatescope {
 
 // Codes map one to one (both follow google.rpc.Code); the message is kept.
 grpc::Status ToGrpcStatus(const absl::Status& status);
-
-// Upper-case code name used as the metrics label, e.g. "INVALID_ARGUMENT".
-std::string StatusCodeName(absl::StatusCode code);
 
 }  // namespace gatescope

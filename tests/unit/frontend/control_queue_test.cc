@@ -1,4 +1,4 @@
-#include "server/frontend/grpc/control_queue.h"
+#include "server/frontend/core/control_queue.h"
 
 #include <gtest/gtest.h>
 

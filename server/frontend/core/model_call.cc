@@ -1,31 +1,30 @@
-#include "server/frontend/grpc/model_call.h"
+#include "server/frontend/core/model_call.h"
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/time.h"
-#include "server/frontend/grpc/status_mapping.h"
+#include "server/frontend/core/status_names.h"
 
 namespace gatescope {
 
 void ModelCall::Finish(const absl::Status& status) const {
   const double took = absl::ToDoubleSeconds(clock->Now() - start);
   model->metrics->RecordRequest(StatusCodeName(status.code()), took);
-  reactor->Finish(ToGrpcStatus(status));
+  finish(status);
 }
 
 CallDone ModelCall::Done() const {
   return [call = *this](absl::Status status) { call.Finish(status); };
 }
 
-std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
+std::optional<ModelCall> BeginModelCall(FinishCall finish,
                                         const ModelRepository& repository,
                                         const std::string& name, const std::string& version,
                                         bool shutting_down, const Clock* clock) {
   auto found = repository.Find(name, version);
   if (!found.ok()) {
-    reactor->Finish(ToGrpcStatus(found.status()));
+    finish(found.status());
     return std::nullopt;
   }
-  ModelCall call{reactor, *std::move(found), clock, clock->Now()};
+  ModelCall call{std::move(finish), *std::move(found), clock, clock->Now()};
   if (shutting_down) {
     call.Finish(absl::UnavailableError("server is shutting down"));
     return std::nullopt;
@@ -39,20 +38,17 @@ std::optional<ModelCall> BeginModelCall(grpc::ServerUnaryReactor* reactor,
   return call;
 }
 
-absl::Status Submit(const ModelCall& call, grpc::CallbackServerContext* context,
+absl::Status Submit(const ModelCall& call, const CallContext& context,
                     std::unique_ptr<InferenceJob> job, const Scheduling& scheduling,
                     std::function<bool()> abandoned) {
   WorkItem item;
   item.run_alone = job->explains();
   item.shape_key = job->shape_key();
   item.job = std::move(job);
-  item.cancelled = [context, abandoned = std::move(abandoned)] {
-    return context->IsCancelled() || (abandoned && abandoned());
+  item.cancelled = [cancelled = context.cancelled, abandoned = std::move(abandoned)] {
+    return (cancelled && cancelled()) || (abandoned && abandoned());
   };
-  const auto deadline = context->deadline();
-  if (deadline != std::chrono::system_clock::time_point::max()) {
-    item.deadline = absl::FromChrono(deadline);
-  }
+  if (context.deadline != absl::InfiniteFuture()) item.deadline = context.deadline;
   item.priority = scheduling.priority;
   item.timeout = scheduling.timeout;
   return call.model->scheduler->Enqueue(std::move(item));

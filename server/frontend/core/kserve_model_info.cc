@@ -1,10 +1,8 @@
 // KServe v2 model information: ModelMetadata, ModelConfig (Triton's schema, with the
 // instance groups as resolved: KIND_CPU or KIND_GPU with their GPUs), ModelStatistics and
-// RepositoryIndex. Part of KServeService (kserve_service.h).
+// RepositoryIndex. Part of KServeCore (kserve_core.h).
 #include "absl/strings/str_cat.h"
-#include "server/frontend/grpc/authorize.h"
-#include "server/frontend/grpc/kserve_service.h"
-#include "server/frontend/grpc/status_mapping.h"
+#include "server/frontend/core/kserve_core.h"
 #include "server/repository/repository_names.h"
 #include "server/tasks/task.h"
 
@@ -73,60 +71,52 @@ void FillModelConfig(const ServedModel& model, kv::ModelConfig* c) {
   FillDynamicBatching(model.plan.batching, c->mutable_dynamic_batching());
 }
 
+// A ready model: NOT_FOUND, or UNAVAILABLE when it is not ready.
+absl::StatusOr<std::shared_ptr<ServedModel>> ReadyModel(const ModelRepository& repository,
+                                                       const std::string& name,
+                                                       const std::string& version) {
+  auto found = repository.Find(name, version);
+  if (!found.ok()) return found.status();
+  if (!(*found)->ready()) return absl::UnavailableError("model is not ready");
+  return found;
+}
+
 }  // namespace
 
-template <typename Request, typename Fill>
-grpc::ServerUnaryReactor* KServeService::AboutReadyModel(Ctx* ctx, const Request& request,
-                                                         Fill fill) const {
-  auto found = repository_->Find(request.name(), request.version());
-  if (!found.ok()) return FinishNow(ctx, found.status());
-  if (!(*found)->ready()) return FinishNow(ctx, absl::UnavailableError("model is not ready"));
-  fill(**found);
-  return FinishNow(ctx, absl::OkStatus());
-}
-
-grpc::ServerUnaryReactor* KServeService::ModelMetadata(Ctx* ctx,
-                                                       const kv::ModelMetadataRequest* request,
-                                                       kv::ModelMetadataResponse* response) {
-  if (absl::Status st = Authorize(*ctx, access_, Access::kMetadata); !st.ok()) {
-    return FinishNow(ctx, st);
-  }
-  return AboutReadyModel(ctx, *request, [&](const ServedModel& model) {
-    response->set_name(model.name);
-    for (const auto& m : repository_->List()) {
-      if (m->name == model.name) response->add_versions(m->version);
-    }
-    response->set_platform(kPlatform);
-    const KServeSignature signature = model.task->Signature();
-    AddTensorMetadata(signature.input, response->add_inputs());
-    for (const DeclaredTensor& declared : signature.outputs) {
-      AddTensorMetadata(declared, response->add_outputs());
-    }
-  });
-}
-
-grpc::ServerUnaryReactor* KServeService::ModelConfig(Ctx* ctx,
-                                                     const kv::ModelConfigRequest* request,
-                                                     kv::ModelConfigResponse* response) {
-  if (absl::Status st = Authorize(*ctx, access_, Access::kMetadata); !st.ok()) {
-    return FinishNow(ctx, st);
-  }
-  return AboutReadyModel(ctx, *request, [&](const ServedModel& model) {
-    FillModelConfig(model, response->mutable_config());
-  });
-}
-
-grpc::ServerUnaryReactor* KServeService::ModelStatistics(
-    Ctx* ctx, const kv::ModelStatisticsRequest* request,
-    kv::ModelStatisticsResponse* response) {
-  if (absl::Status st = Authorize(*ctx, access_, Access::kMetadata); !st.ok()) {
-    return FinishNow(ctx, st);
-  }
-  // Statistics are kept per model name; each version reports its model's totals.
-  bool any = false;
+absl::Status KServeCore::ModelMetadata(const kv::ModelMetadataRequest& request,
+                                       kv::ModelMetadataResponse* response) const {
+  auto found = ReadyModel(*repository_, request.name(), request.version());
+  if (!found.ok()) return found.status();
+  const ServedModel& model = **found;
+  response->set_name(model.name);
   for (const auto& m : repository_->List()) {
-    if (!request->name().empty() && m->name != request->name()) continue;
-    if (!request->version().empty() && m->version != request->version()) continue;
+    if (m->name == model.name) response->add_versions(m->version);
+  }
+  response->set_platform(kPlatform);
+  const KServeSignature signature = model.task->Signature();
+  AddTensorMetadata(signature.input, response->add_inputs());
+  for (const DeclaredTensor& declared : signature.outputs) {
+    AddTensorMetadata(declared, response->add_outputs());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KServeCore::ModelConfig(const kv::ModelConfigRequest& request,
+                                     kv::ModelConfigResponse* response) const {
+  auto found = ReadyModel(*repository_, request.name(), request.version());
+  if (!found.ok()) return found.status();
+  FillModelConfig(**found, response->mutable_config());
+  return absl::OkStatus();
+}
+
+absl::Status KServeCore::ModelStatistics(const kv::ModelStatisticsRequest& request,
+                                         kv::ModelStatisticsResponse* response) const {
+  // Statistics are kept per model name; each version reports its model's totals.
+  bool any_name = false, any = false;
+  for (const auto& m : repository_->List()) {
+    if (!request.name().empty() && m->name != request.name()) continue;
+    any_name = true;
+    if (!request.version().empty() && m->version != request.version()) continue;
     any = true;
     auto* s = response->add_model_stats();
     s->set_name(m->name);
@@ -144,28 +134,27 @@ grpc::ServerUnaryReactor* KServeService::ModelStatistics(
     FromHistogram(st->mutable_compute_infer(), mm.compute_infer_seconds);
     FromHistogram(st->mutable_compute_output(), mm.compute_output_seconds);
   }
-  if (!any && !request->name().empty()) {
-    return FinishNow(ctx,
-                     absl::NotFoundError(absl::StrCat("unknown model ", QuoteName(request->name()))));
+  if (!any && !request.name().empty()) {
+    if (any_name) {
+      return absl::NotFoundError(absl::StrCat("model ", QuoteName(request.name()),
+                                              " has no version ", QuoteName(request.version())));
+    }
+    return absl::NotFoundError(absl::StrCat("unknown model ", QuoteName(request.name())));
   }
-  return FinishNow(ctx, absl::OkStatus());
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* KServeService::RepositoryIndex(
-    Ctx* ctx, const kv::RepositoryIndexRequest* request,
-    kv::RepositoryIndexResponse* response) {
-  if (absl::Status st = Authorize(*ctx, access_, Access::kMetadata); !st.ok()) {
-    return FinishNow(ctx, st);
-  }
+void KServeCore::RepositoryIndex(const kv::RepositoryIndexRequest& request,
+                                 kv::RepositoryIndexResponse* response) const {
   for (const auto& m : repository_->List()) {
-    if (request->ready() && !m->ready()) continue;
+    if (request.ready() && !m->ready()) continue;
     auto* e = response->add_models();
     e->set_name(m->name);
     e->set_version(m->version);
     e->set_state(m->ready() ? "READY" : "UNAVAILABLE");
     if (!m->ready()) e->set_reason(std::string(m->load_status.message()));
   }
-  if (!request->ready()) {
+  if (!request.ready()) {
     for (const std::string& name : repository_->ModelDirectories()) {
       if (repository_->Find(name, "").ok()) continue;
       auto* e = response->add_models();
@@ -174,7 +163,6 @@ grpc::ServerUnaryReactor* KServeService::RepositoryIndex(
       e->set_reason("not loaded");
     }
   }
-  return FinishNow(ctx, absl::OkStatus());
 }
 
 }  // namespace gatescope

@@ -1,0 +1,63 @@
+// What every inference call does around a model, whatever carried it (gRPC unary, a gRPC
+// stream, HTTP): look the model up, check it can take work, queue its job with the call's
+// deadline, cancellation and scheduling, and finish exactly once while recording the
+// outcome. No gRPC, no HTTP: a frontend supplies a CallContext and a FinishCall.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/api/request_scheduling.h"
+#include "server/common/clock.h"
+#include "server/repository/model_repository.h"
+#include "server/tasks/inference_job.h"
+#include "server/tasks/task.h"
+
+namespace gatescope {
+
+// Answers one call: called exactly once, on any thread, with the call's outcome. The
+// frontend's response message must be complete when it runs with OK.
+using FinishCall = std::function<void(absl::Status)>;
+
+// What a transport tells the core about a call in progress.
+struct CallContext {
+  absl::Time deadline = absl::InfiniteFuture();  // the client's, when it sent one
+  std::function<bool()> cancelled;  // true once the client has gone; may be empty; any thread
+};
+
+// One call on one ready model. Copyable; the model is kept alive by the copies, so requests
+// in flight survive a reload.
+struct ModelCall {
+  FinishCall finish;
+  std::shared_ptr<ServedModel> model;
+  const Clock* clock;  // measures the call's latency; outlives the call
+  absl::Time start;
+
+  // Records the outcome in the model's metrics and calls `finish`. Call once.
+  void Finish(const absl::Status& status) const;
+  // Finish, as the callback a task's job calls.
+  CallDone Done() const;
+  const Task& task() const { return *model->task; }
+};
+
+// Finds the model and checks it can take work now. On failure `finish` has already been
+// called and nullopt comes back.
+std::optional<ModelCall> BeginModelCall(FinishCall finish,
+                                        const ModelRepository& repository,
+                                        const std::string& name, const std::string& version,
+                                        bool shutting_down, const Clock* clock);
+
+// Queues `job` on the call's model, honouring the call's deadline and cancellation (or
+// `abandoned`, when set, saying the call no longer needs the job) and `scheduling`. If the
+// queue refuses it (RESOURCE_EXHAUSTED, UNAVAILABLE, INVALID_ARGUMENT for a priority or a
+// small input that failed to decode on this thread), the job has already been refused with
+// that status, which is returned. `context.cancelled` must stay callable until the job ends.
+absl::Status Submit(const ModelCall& call, const CallContext& context,
+                    std::unique_ptr<InferenceJob> job, const Scheduling& scheduling,
+                    std::function<bool()> abandoned = nullptr);
+
+}  // namespace gatescope

@@ -1,0 +1,335 @@
+#include "server/frontend/http/rest_api.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "server/frontend/http/infer_json.h"
+
+namespace gatescope {
+namespace {
+
+namespace kv = ::inference;
+using json = nlohmann::json;
+
+HttpResponse Answer(http::status status, unsigned version, std::string body,
+                    const char* content_type = "application/json") {
+  HttpResponse r{status, version};
+  r.set(http::field::content_type, content_type);
+  r.body() = std::move(body);
+  return r;
+}
+
+HttpResponse Error(const absl::Status& status, unsigned version) {
+  json body = {{"error", std::string(status.message())}};
+  HttpResponse r = Answer(HttpStatusOf(status.code()), version,
+                          body.dump(-1, ' ', false, json::error_handler_t::replace));
+  if (status.code() == absl::StatusCode::kUnauthenticated) {
+    r.set(http::field::www_authenticate, "Bearer realm=\"gatescope\"");
+  }
+  return r;
+}
+
+// Keys whose values protobuf's JSON mapping prints as strings (64-bit integers) but the
+// protocol's JSON has as numbers.
+bool IsIntegerKey(const std::string& key) {
+  static const char* const kKeys[] = {
+      "shape", "dims", "count", "ns", "inference_count", "execution_count", "last_inference",
+      "batch_size", "max_queue_delay_microseconds", "default_timeout_microseconds"};
+  for (const char* k : kKeys) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+void NumbersForIntegers(json& value, bool integer_key) {
+  if (value.is_string() && integer_key) {
+    int64_t i;
+    uint64_t u;
+    const std::string& s = value.get_ref<const std::string&>();
+    if (absl::SimpleAtoi(s, &i)) value = i;
+    else if (absl::SimpleAtoi(s, &u)) value = u;
+  } else if (value.is_array()) {
+    for (json& v : value) NumbersForIntegers(v, integer_key);
+  } else if (value.is_object()) {
+    for (auto& [key, v] : value.items()) NumbersForIntegers(v, IsIntegerKey(key));
+  }
+}
+
+// A message as the protocol's JSON: proto field names, 64-bit integers as numbers.
+json ToJson(const google::protobuf::Message& message) {
+  std::string text;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;  // zero counts are answers too
+  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  json value = json::parse(text);
+  NumbersForIntegers(value, false);
+  return value;
+}
+
+HttpResponse JsonAnswer(const json& value, unsigned version) {
+  return Answer(http::status::ok, version,
+                value.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// A path split into its segments, without the query string.
+std::vector<std::string> Segments(absl::string_view target) {
+  const size_t query = target.find('?');
+  if (query != absl::string_view::npos) target = target.substr(0, query);
+  std::vector<std::string> out;
+  for (absl::string_view s : absl::StrSplit(target, '/', absl::SkipEmpty())) out.emplace_back(s);
+  return out;
+}
+
+// /v2/models/M[/versions/V]/<rest...>: the model, version and what follows.
+struct ModelPath {
+  std::string name, version;
+  std::vector<std::string> rest;
+};
+
+std::optional<ModelPath> ParseModelPath(const std::vector<std::string>& s) {
+  if (s.size() < 3 || s[0] != "v2" || s[1] != "models") return std::nullopt;
+  ModelPath p;
+  p.name = s[2];
+  size_t i = 3;
+  if (s.size() >= 5 && s[3] == "versions") {
+    p.version = s[4];
+    i = 5;
+  }
+  p.rest.assign(s.begin() + static_cast<long>(i), s.end());
+  return p;
+}
+
+absl::StatusOr<json> BodyObject(const HttpRequest& request) {
+  if (request.body().empty()) return json::object();
+  json value = json::parse(request.body(), nullptr, false);
+  if (value.is_discarded() || !value.is_object()) {
+    return absl::InvalidArgumentError("the body must be a JSON object");
+  }
+  return value;
+}
+
+// The "parameters" object of a repository call's body, as ModelRepositoryParameters.
+absl::Status RepositoryParameters(const json& body,
+                                  google::protobuf::Map<std::string, kv::ModelRepositoryParameter>* out) {
+  auto it = body.find("parameters");
+  if (it == body.end()) return absl::OkStatus();
+  if (!it->is_object()) return absl::InvalidArgumentError("parameters must be an object");
+  for (const auto& [key, v] : it->items()) {
+    kv::ModelRepositoryParameter p;
+    if (v.is_boolean()) p.set_bool_param(v.get<bool>());
+    else if (v.is_number_integer()) p.set_int64_param(v.get<int64_t>());
+    else if (v.is_string()) p.set_string_param(v.get<std::string>());
+    else return absl::InvalidArgumentError(absl::StrCat("parameter '", key, "' has a bad type"));
+    (*out)[key] = std::move(p);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+http::status HttpStatusOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk: return http::status::ok;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange: return http::status::bad_request;
+    case absl::StatusCode::kUnauthenticated: return http::status::unauthorized;
+    case absl::StatusCode::kPermissionDenied: return http::status::forbidden;
+    case absl::StatusCode::kNotFound: return http::status::not_found;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted: return http::status::conflict;
+    case absl::StatusCode::kResourceExhausted: return http::status::too_many_requests;
+    case absl::StatusCode::kUnimplemented: return http::status::not_implemented;
+    case absl::StatusCode::kUnavailable: return http::status::service_unavailable;
+    case absl::StatusCode::kDeadlineExceeded: return http::status::gateway_timeout;
+    default: return http::status::internal_server_error;
+  }
+}
+
+void RestApi::Handle(HttpRequest request, HttpRespond respond) const {
+  const unsigned version = request.version();
+  const std::vector<std::string> s =
+      Segments(absl::string_view(request.target().data(), request.target().size()));
+  const http::verb verb = request.method();
+  const auto header = request[http::field::authorization];
+  const absl::string_view token(header.data(), header.size());
+  auto allowed = [&](Access what) {
+    absl::Status st = access_ == nullptr ? absl::OkStatus() : access_->Check(token, what);
+    if (!st.ok()) respond(Error(st, version));
+    return st.ok();
+  };
+  auto wrong_method = [&](const char* allow) {
+    HttpResponse r = Error(absl::UnimplementedError(absl::StrCat("use ", allow)), version);
+    r.result(http::status::method_not_allowed);
+    r.set(http::field::allow, allow);
+    respond(std::move(r));
+  };
+  auto ready_answer = [&](bool ready) {
+    respond(Answer(ready ? http::status::ok : http::status::service_unavailable, version, "",
+                   "text/plain"));
+  };
+
+  // /v2/health/{live,ready}
+  if (s.size() == 3 && s[0] == "v2" && s[1] == "health" && (s[2] == "live" || s[2] == "ready")) {
+    if (verb != http::verb::get) return wrong_method("GET");
+    if (!allowed(Access::kHealth)) return;
+    return ready_answer(s[2] == "live" ? true : kserve_->ServerReady());
+  }
+  // /v2
+  if (s.size() == 1 && s[0] == "v2") {
+    if (verb != http::verb::get) return wrong_method("GET");
+    if (!allowed(Access::kMetadata)) return;
+    kv::ServerMetadataResponse metadata;
+    kserve_->ServerMetadata(&metadata);
+    return respond(JsonAnswer(ToJson(metadata), version));
+  }
+  // /v2/models/stats (every model)
+  if (s.size() == 3 && s[0] == "v2" && s[1] == "models" && s[2] == "stats") {
+    if (verb != http::verb::get) return wrong_method("GET");
+    if (!allowed(Access::kMetadata)) return;
+    kv::ModelStatisticsResponse stats;
+    absl::Status st = kserve_->ModelStatistics(kv::ModelStatisticsRequest(), &stats);
+    if (!st.ok()) return respond(Error(st, version));
+    return respond(JsonAnswer(ToJson(stats), version));
+  }
+  // /v2/repository/...
+  if (s.size() >= 3 && s[0] == "v2" && s[1] == "repository") {
+    if (verb != http::verb::post) return wrong_method("POST");
+    absl::StatusOr<json> body = BodyObject(request);
+    if (!body.ok()) return respond(Error(body.status(), version));
+    if (s.size() == 3 && s[2] == "index") {
+      if (!allowed(Access::kMetadata)) return;
+      kv::RepositoryIndexRequest index;
+      if (auto it = body->find("ready"); it != body->end() && it->is_boolean()) {
+        index.set_ready(it->get<bool>());
+      }
+      kv::RepositoryIndexResponse models;
+      kserve_->RepositoryIndex(index, &models);
+      json list = json::array();
+      for (const auto& m : models.models()) list.push_back(ToJson(m));
+      return respond(JsonAnswer(list, version));
+    }
+    if (s.size() == 5 && s[2] == "models" && (s[4] == "load" || s[4] == "unload")) {
+      if (!allowed(Access::kModelControl)) return;
+      auto done = [respond, version](absl::Status st) {
+        respond(st.ok() ? Answer(http::status::ok, version, "", "text/plain") : Error(st, version));
+      };
+      if (s[4] == "load") {
+        kv::RepositoryModelLoadRequest load;
+        load.set_model_name(s[3]);
+        if (absl::Status st = RepositoryParameters(*body, load.mutable_parameters()); !st.ok()) {
+          return respond(Error(st, version));
+        }
+        return kserve_->RepositoryModelLoad(load, done);
+      }
+      kv::RepositoryModelUnloadRequest unload;
+      unload.set_model_name(s[3]);
+      if (absl::Status st = RepositoryParameters(*body, unload.mutable_parameters()); !st.ok()) {
+        return respond(Error(st, version));
+      }
+      return kserve_->RepositoryModelUnload(unload, done);
+    }
+  }
+  // /v2/models/M[/versions/V][/...]
+  if (std::optional<ModelPath> p = ParseModelPath(s)) {
+    const std::string what = p->rest.size() == 1 ? p->rest[0] : p->rest.empty() ? "" : "?";
+    if (what.empty() || what == "ready" || what == "config" || what == "stats") {
+      if (verb != http::verb::get) return wrong_method("GET");
+      if (!allowed(what == "ready" ? Access::kHealth : Access::kMetadata)) return;
+      if (what == "ready") return ready_answer(kserve_->ModelReady(p->name, p->version));
+      absl::Status st;
+      json value;
+      if (what.empty()) {
+        kv::ModelMetadataRequest in;
+        in.set_name(p->name);
+        in.set_version(p->version);
+        kv::ModelMetadataResponse out;
+        st = kserve_->ModelMetadata(in, &out);
+        if (st.ok()) value = ToJson(out);
+      } else if (what == "config") {
+        kv::ModelConfigRequest in;
+        in.set_name(p->name);
+        in.set_version(p->version);
+        kv::ModelConfigResponse out;
+        st = kserve_->ModelConfig(in, &out);
+        if (st.ok()) value = ToJson(out.config());  // Triton's REST: the configuration itself
+      } else {
+        kv::ModelStatisticsRequest in;
+        in.set_name(p->name);
+        in.set_version(p->version);
+        kv::ModelStatisticsResponse out;
+        st = kserve_->ModelStatistics(in, &out);
+        if (st.ok()) value = ToJson(out);
+      }
+      if (!st.ok()) return respond(Error(st, version));
+      return respond(JsonAnswer(value, version));
+    }
+    if (what == "infer") {
+      if (verb != http::verb::post) return wrong_method("POST");
+      if (!allowed(Access::kInference)) return;
+      std::optional<size_t> json_length;
+      const auto length = request["Inference-Header-Content-Length"];
+      if (!length.empty()) {
+        size_t n;
+        if (!absl::SimpleAtoi(absl::string_view(length.data(), length.size()), &n)) {
+          return respond(Error(absl::InvalidArgumentError(
+                                   "Inference-Header-Content-Length must be a byte count"),
+                               version));
+        }
+        json_length = n;
+      }
+      absl::StatusOr<ParsedInfer> parsed = ParseInferRequest(request.body(), json_length);
+      if (!parsed.ok()) return respond(Error(parsed.status(), version));
+      auto call = std::make_shared<std::pair<ParsedInfer, kv::ModelInferResponse>>();
+      call->first = *std::move(parsed);
+      call->first.request.set_model_name(p->name);
+      call->first.request.set_model_version(p->version);
+      return kserve_->ModelInfer(
+          &call->first.request, &call->second, CallContext(),
+          [call, respond, version](absl::Status st) {
+            if (!st.ok()) return respond(Error(st, version));
+            InferBody body = WriteInferResponse(call->second, call->first.binary);
+            HttpResponse r = Answer(http::status::ok, version, std::move(body.body),
+                                    body.json_length ? "application/octet-stream"
+                                                     : "application/json");
+            if (body.json_length) {
+              r.set("Inference-Header-Content-Length", std::to_string(*body.json_length));
+            }
+            respond(std::move(r));
+          });
+    }
+    if (what == "explain") {
+      if (verb != http::verb::post) return wrong_method("POST");
+      if (!allowed(Access::kInference)) return;
+      auto call = std::make_shared<std::pair<v1::ExplainRequest, v1::ExplainResponse>>();
+      google::protobuf::util::JsonParseOptions options;
+      const auto parsed =
+          google::protobuf::util::JsonStringToMessage(request.body(), &call->first, options);
+      if (!parsed.ok()) {
+        return respond(Error(absl::InvalidArgumentError(absl::StrCat(
+                                 "the body is not a gatescope.v1.ExplainRequest: ",
+                                 parsed.message().as_string())),
+                             version));
+      }
+      call->first.set_model_name(p->name);
+      call->first.set_model_version(p->version);
+      return v1_->Explain(&call->first, &call->second, CallContext(),
+                          [call, respond, version](absl::Status st) {
+                            if (!st.ok()) return respond(Error(st, version));
+                            respond(JsonAnswer(ToJson(call->second), version));
+                          });
+    }
+  }
+  respond(Error(absl::NotFoundError(absl::StrCat("no route for ", std::string(request.target()))),
+                version));
+}
+
+}  // namespace gatescope

@@ -1,0 +1,45 @@
+// The KServe v2 REST API (Open Inference Protocol over HTTP/JSON, Triton's binary tensor
+// data and classification extensions) plus gatescope's explain call, routed onto the same
+// KServeCore and V1Core the gRPC services use, so both protocols answer alike:
+//   GET  /v2/health/live | /v2/health/ready            200, or 503 when not ready
+//   GET  /v2                                           server metadata
+//   GET  /v2/models/M[/versions/V]                     model metadata
+//   GET  /v2/models/M[/versions/V]/ready               200, or 503
+//   GET  /v2/models/M[/versions/V]/config              Triton model configuration
+//   GET  /v2/models[/M[/versions/V]]/stats             statistics
+//   POST /v2/models/M[/versions/V]/infer               inference (JSON or binary tensors)
+//   POST /v2/models/M[/versions/V]/explain             gatescope.v1 ExplainRequest as JSON
+//   POST /v2/repository/index                          [{name, version, state, reason}]
+//   POST /v2/repository/models/M/load | /unload        explicit model control
+// Errors are {"error": message} with the HTTP status of the gRPC code (400, 401, 403,
+// 404, 429, 500, 501, 503, 504). The caller's token is the Authorization header, checked
+// per call category as on gRPC.
+#pragma once
+
+#include "server/auth/access_control.h"
+#include "server/frontend/core/kserve_core.h"
+#include "server/frontend/core/v1_core.h"
+#include "server/http/http_server.h"
+
+namespace gatescope {
+
+class RestApi {
+ public:
+  // Not owned; all outlive the HTTP server. `access` null: every call allowed.
+  RestApi(KServeCore* kserve, const V1Core* v1, const AccessControl* access)
+      : kserve_(kserve), v1_(v1), access_(access) {}
+
+  // The HttpHandler: answers at once, or (inference, explain, model control) from the
+  // thread that finishes the call.
+  void Handle(HttpRequest request, HttpRespond respond) const;
+
+ private:
+  KServeCore* const kserve_;
+  const V1Core* const v1_;
+  const AccessControl* const access_;
+};
+
+// The HTTP status answering a gRPC-style code.
+http::status HttpStatusOf(absl::StatusCode code);
+
+}  // namespace gatescope
