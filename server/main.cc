@@ -100,7 +100,8 @@ ABSL_FLAG(int64_t, explain_max_bytes, int64_t{256} << 20,
 ABSL_FLAG(int, repository_poll_seconds, 15, "Polling interval with --model_control=poll");
 // gRPC limits (docs/reliability.md); defaults come from ServerOptions.
 ABSL_FLAG(int, max_message_bytes, gatescope::ServerOptions().max_message_bytes,
-          "Largest gRPC request accepted, 1024..1073741824; larger ones get RESOURCE_EXHAUSTED");
+          "Largest request accepted, 1024..1073741824: gRPC messages (larger ones get "
+          "RESOURCE_EXHAUSTED from gRPC) and REST bodies (larger ones get 413)");
 ABSL_FLAG(int64_t, grpc_memory_bytes, gatescope::GrpcLimits().memory_bytes,
           "gRPC ResourceQuota: memory for all connections' buffers together, "
           "2 x max_message_bytes..1 TiB");

@@ -1,6 +1,8 @@
 #include "server/http/http_server.h"
 
+#include <array>
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/ssl.hpp>
@@ -55,6 +57,8 @@ struct HttpServer::Impl {
   int busy = 0;  // requests handed to the handler and not yet answered on the wire
   std::optional<ssl::context> tls;  // set: HTTPS; before `io`, which holds the sessions
   asio::io_context io{1};
+  // Keeps `io` running while answers are owed with no operation pending (Stop releases it).
+  asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
   tcp::acceptor acceptor{io};  // after `io`: destroyed before it
   asio::steady_timer accept_retry{io};  // paces accepting after an error (EMFILE, ...)
   std::thread thread;
@@ -214,7 +218,9 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
                       });
   }
 
-  // Ends the connection: HTTPS sends TLS close_notify first (within write_timeout); the
+  // Ends the connection: HTTPS sends TLS close_notify first (within write_timeout); plain
+  // HTTP stops sending, then reads and drops what the peer still sends for up to a second,
+  // so that an answer given before a body was read (413) is not lost to a reset. The
   // socket itself closes when the last handler lets the session go.
   void Close() {
     if constexpr (kTls) {
@@ -223,7 +229,16 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     } else {
       beast::error_code ignored;
       stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Tcp().expires_after(std::chrono::seconds(1));
+      Discard();
     }
+  }
+
+  void Discard() {
+    stream_.async_read_some(asio::buffer(discard_),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                              if (!ec) self->Discard();
+                            });
   }
 
   Stream stream_;
@@ -231,6 +246,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::empty_body>> continue_;
   std::shared_ptr<HttpResponse> response_;
+  std::array<char, 4096> discard_;
   HttpServer::Impl* const server_;
 };
 
@@ -340,6 +356,7 @@ void HttpServer::Stop() {
   }
   asio::post(impl->io, [impl] {
     for (Connection* connection : impl->open) connection->Abort();
+    impl->work.reset();
     impl->io.stop();
   });
   if (impl->thread.joinable()) impl->thread.join();

@@ -51,26 +51,12 @@ void ModelMetrics::ObserveLayerStatistic(const std::string& name, int layer, dou
 
 void ModelMetrics::RecordRequest(const std::string& code, double seconds) {
   request_seconds->Observe(seconds);
-  const auto ns = static_cast<uint64_t>(seconds * 1e9);
   absl::MutexLock lock(&mu);
   auto it = by_code.find(code);
   if (it == by_code.end()) {
     it = by_code.emplace(code, &requests->Add({{"model", model}, {"code", code}})).first;
   }
   it->second->Increment();
-  if (code == "OK") {
-    ++totals_.success_count;
-    totals_.success_ns += ns;
-  } else {
-    ++totals_.fail_count;
-    totals_.fail_ns += ns;
-  }
-  totals_.last_request_ms = static_cast<uint64_t>(absl::ToUnixMillis(absl::Now()));
-}
-
-ModelMetrics::Totals ModelMetrics::totals() const {
-  absl::MutexLock lock(&mu);
-  return totals_;
 }
 
 namespace {

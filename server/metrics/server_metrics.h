@@ -32,15 +32,8 @@ struct ModelMetrics {
   prometheus::Gauge* queue_capacity = nullptr;     // waiting requests before refusals; 0: no cap
   prometheus::Gauge* ready = nullptr;
   // Records a finished request: counted under its status code name (e.g. "OK",
-  // "INVALID_ARGUMENT"), its latency observed, and the success/failure totals kept.
+  // "INVALID_ARGUMENT") and its latency observed.
   void RecordRequest(const std::string& code, double seconds);
-
-  // Cumulative totals for statistics APIs (KServe ModelStatistics). Thread-safe reads.
-  struct Totals {
-    uint64_t success_count = 0, success_ns = 0, fail_count = 0, fail_ns = 0;
-    uint64_t last_request_ms = 0;  // completion time of the last request, ms since epoch
-  };
-  Totals totals() const;
 
   // Per-layer statistics of served predictions ("gate_mean": the mean M-DGSA gate of a
   // layer; "vigilance_mean": the DAR vigilance-crossing fraction of a layer), one observation
@@ -53,7 +46,6 @@ struct ModelMetrics {
   mutable absl::Mutex mu;
   std::map<std::string, prometheus::Counter*> by_code ABSL_GUARDED_BY(mu);
   std::map<std::pair<std::string, int>, prometheus::Histogram*> layer_series ABSL_GUARDED_BY(mu);
-  Totals totals_ ABSL_GUARDED_BY(mu);
 };
 
 class ServerMetrics {

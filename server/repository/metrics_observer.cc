@@ -14,6 +14,7 @@ void MetricsObserver::Executed(int batch_size, absl::Duration input, absl::Durat
   m_->compute_input_seconds->Observe(absl::ToDoubleSeconds(input));
   m_->compute_infer_seconds->Observe(absl::ToDoubleSeconds(infer));
   m_->compute_output_seconds->Observe(absl::ToDoubleSeconds(output));
+  statistics_.Executed(batch_size, input, infer, output);
 }
 
 void MetricsObserver::Outputs(const NamedTensors& outputs) {

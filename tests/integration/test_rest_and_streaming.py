@@ -290,3 +290,68 @@ def test_stream_of_many_requests_is_flow_controlled(apis, images):
     replies = list(stub.ModelStreamInfer(iter(requests), timeout=300))
     assert sorted(int(r.infer_response.id) for r in replies) == list(range(150))
     assert all(r.error_message == "" for r in replies)
+
+
+# --- declared limits and what metadata cannot say ---------------------------------------
+
+def test_batch_limit_is_declared_and_enforced(server, apis, images):
+    kv, stub, _, _ = apis
+    cfg = stub.ModelConfig(kv.ModelConfigRequest(name=MODEL), timeout=10).config
+    limit = cfg.max_batch_size
+    x = np.repeat(normalised(images[:1]), limit + 1, axis=0)
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(grpc_infer(kv, MODEL, x), timeout=60)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"max_batch_size {limit}" in e.value.details()
+    assert len(stub.ModelInfer(grpc_infer(kv, MODEL, x[:limit]), timeout=60).outputs) == 2
+    status, err = rest_json(server, "POST", f"/v2/models/{MODEL}/infer",
+                            {"inputs": [{"name": "input", "shape": list(x.shape),
+                                         "datatype": "FP32", "data": x.ravel().tolist()}]})
+    assert status == 400 and f"max_batch_size {limit}" in err["error"]
+
+
+def test_config_parameters_tell_datatypes_preprocessing_and_labels(apis):
+    kv, stub, v1, v1_stub = apis
+    params = {k: v.string_value for k, v in
+              stub.ModelConfig(kv.ModelConfigRequest(name=MODEL), timeout=10).config
+              .parameters.items()}
+    meta = v1_stub.GetModelMetadata(v1.ModelMetadataRequest(model_name=MODEL), timeout=10).config
+    assert params["task"] == "image_classification"
+    assert params["input_datatypes"].split(",") == ["FP32", "UINT8", "BYTES"]
+    assert json.loads(params["labels"]) == list(meta.labels)
+    np.testing.assert_allclose([float(v) for v in params["input_mean"].split(",")], meta.input.mean)
+    np.testing.assert_allclose([float(v) for v in params["input_std"].split(",")], meta.input.std)
+    assert params["input_color"] == meta.input.color
+
+
+def test_message_size_limit_is_a_flag(tmp_path_factory, images):
+    """A request over --max_message_bytes is refused (gRPC: RESOURCE_EXHAUSTED from gRPC
+    itself; REST: 413); the same request passes once the flag is raised."""
+    from server_harness import import_api_modules, start_server, stop_server
+    import shutil
+    from server_harness import REPO
+    repo = tmp_path_factory.mktemp("repo")
+    shutil.copytree(REPO / "model_repository" / MODEL, repo / MODEL)
+    kv, kv_grpc, _, _ = import_api_modules(tmp_path_factory.mktemp("stubs"))
+    x = np.repeat(normalised(images[:1]), 16, axis=0)  # 50 KiB of FP32
+    for limit, passes in ((16 << 10, False), (1 << 20, True)):
+        srv = start_server(tmp_path_factory.mktemp("server"), repo,
+                           [f"--max_message_bytes={limit}", "--grpc_memory_bytes=4194304"])
+        try:
+            with grpc.insecure_channel(srv.address) as channel:
+                stub = kv_grpc.GRPCInferenceServiceStub(channel)
+                if passes:
+                    assert stub.ModelInfer(grpc_infer(kv, MODEL, x), timeout=60).outputs
+                else:
+                    with pytest.raises(grpc.RpcError) as e:
+                        stub.ModelInfer(grpc_infer(kv, MODEL, x), timeout=60)
+                    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            header = json.dumps({"inputs": [{"name": "input", "shape": list(x.shape),
+                                             "datatype": "FP32",
+                                             "parameters": {"binary_data_size": x.nbytes}}]})
+            status, _, _ = rest(srv, "POST", f"/v2/models/{MODEL}/infer",
+                                header.encode() + x.astype("<f4").tobytes(),
+                                {"Inference-Header-Content-Length": str(len(header))})
+            assert status == (200 if passes else 413)
+        finally:
+            assert stop_server(srv) == 0, srv.log()

@@ -62,6 +62,7 @@ void KServeCore::ModelInfer(const kv::ModelInferRequest* request,
                                                    max_batch));
   }
   if (!jobs.ok()) return call->Finish(jobs.status());
+  call->examples->store(static_cast<int>(jobs->size()));
   // Once an example has failed, the call's answer is that error: queued examples are
   // refused (as cancelled) rather than run.
   auto abandoned = [results] { return results->failed(); };

@@ -2,6 +2,8 @@
 // instance groups as resolved: KIND_CPU or KIND_GPU with their GPUs), ModelStatistics and
 // RepositoryIndex. Part of KServeCore (kserve_core.h).
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "server/frontend/core/kserve_core.h"
 #include "server/repository/repository_names.h"
 #include "server/tasks/task.h"
@@ -12,14 +14,9 @@ namespace {
 namespace kv = ::inference;
 constexpr char kPlatform[] = "pytorch_libtorch";
 
-void SetDuration(kv::StatisticDuration* d, uint64_t count, double seconds) {
-  d->set_count(count);
-  d->set_ns(static_cast<uint64_t>(seconds * 1e9));
-}
-
-void FromHistogram(kv::StatisticDuration* d, prometheus::Histogram* h) {
-  const auto m = h->Collect();
-  SetDuration(d, m.histogram.sample_count, m.histogram.sample_sum);
+void SetDuration(kv::StatisticDuration* d, const DurationTotal& total) {
+  d->set_count(total.count);
+  d->set_ns(total.ns);
 }
 
 // ModelMetadata's view of a tensor: the batch dimension (-1) before the declared shape.
@@ -48,6 +45,51 @@ void FillDynamicBatching(const DynamicBatchingConfig& b, kv::ModelDynamicBatchin
   qp->set_max_queue_size(b.queue_policy.max_queue_size);
 }
 
+// A JSON array of strings (labels may hold any character).
+std::string JsonStrings(const google::protobuf::RepeatedPtrField<std::string>& items) {
+  std::string out = "[";
+  for (int i = 0; i < items.size(); ++i) {
+    if (i > 0) out += ",";
+    out += "\"";
+    for (const char ch : items[i]) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += ch;
+      } else if (c < 0x20) {
+        out += absl::StrFormat("\\u%04x", c);
+      } else {
+        out += ch;
+      }
+    }
+    out += "\"";
+  }
+  return out + "]";
+}
+
+// What ModelMetadata cannot say (one datatype per input, no preprocessing, no labels), as
+// Triton-style string parameters: the input datatypes ModelInfer accepts besides the
+// declared FP32 (UINT8 pixels and BYTES encoded images are normalised by the server as
+// below; FP32 must come normalised), the colour and normalisation, the task, and the class
+// labels as a JSON array.
+void FillParameters(const ModelConfig& config,
+                    google::protobuf::Map<std::string, kv::ModelParameter>* p) {
+  auto set = [p](const char* key, std::string value) {
+    (*p)[key].set_string_value(std::move(value));
+  };
+  set("task", config.task());
+  set("input_datatypes", "FP32,UINT8,BYTES");
+  set("input_color", config.input().color());
+  const std::string& normalization = config.input().normalization();
+  set("input_normalization", normalization.empty() ? "mean_std" : normalization);
+  if (normalization != "minmax") {
+    set("input_scale", absl::StrCat(config.input().scale()));
+    set("input_mean", absl::StrJoin(config.input().mean(), ","));
+    set("input_std", absl::StrJoin(config.input().std(), ","));
+  }
+  if (config.labels_size() > 0) set("labels", JsonStrings(config.labels()));
+}
+
 // Triton's model configuration of a ready model: its tensors, the instance groups as
 // resolved (KIND_CPU, or KIND_GPU with its GPUs) and the batching in effect.
 void FillModelConfig(const ServedModel& model, kv::ModelConfig* c) {
@@ -69,6 +111,7 @@ void FillModelConfig(const ServedModel& model, kv::ModelConfig* c) {
   }
   for (const auto& group : model.plan.groups) *c->add_instance_group() = group;
   FillDynamicBatching(model.plan.batching, c->mutable_dynamic_batching());
+  FillParameters(model.config, c->mutable_parameters());
 }
 
 // A ready model: NOT_FOUND, or UNAVAILABLE when it is not ready.
@@ -111,7 +154,8 @@ absl::Status KServeCore::ModelConfig(const kv::ModelConfigRequest& request,
 
 absl::Status KServeCore::ModelStatistics(const kv::ModelStatisticsRequest& request,
                                          kv::ModelStatisticsResponse* response) const {
-  // Statistics are kept per model name; each version reports its model's totals.
+  // Each loaded version reports its own statistics (version_statistics.h: inference
+  // statistics count examples, batch statistics executions).
   bool any_name = false, any = false;
   for (const auto& m : repository_->List()) {
     if (!request.name().empty() && m->name != request.name()) continue;
@@ -121,18 +165,25 @@ absl::Status KServeCore::ModelStatistics(const kv::ModelStatisticsRequest& reque
     auto* s = response->add_model_stats();
     s->set_name(m->name);
     s->set_version(m->version);
-    const ModelMetrics& mm = *m->metrics;
-    const ModelMetrics::Totals totals = mm.totals();
-    s->set_last_inference(totals.last_request_ms);
-    s->set_inference_count(static_cast<uint64_t>(mm.inference_count->Value()));
-    s->set_execution_count(static_cast<uint64_t>(mm.execution_count->Value()));
-    auto* st = s->mutable_inference_stats();
-    SetDuration(st->mutable_success(), totals.success_count, totals.success_ns / 1e9);
-    SetDuration(st->mutable_fail(), totals.fail_count, totals.fail_ns / 1e9);
-    FromHistogram(st->mutable_queue(), mm.queue_seconds);
-    FromHistogram(st->mutable_compute_input(), mm.compute_input_seconds);
-    FromHistogram(st->mutable_compute_infer(), mm.compute_infer_seconds);
-    FromHistogram(st->mutable_compute_output(), mm.compute_output_seconds);
+    if (!m->observer) continue;  // failed to load: nothing ran
+    const StatisticsSnapshot st = m->observer->statistics().Snapshot();
+    s->set_last_inference(st.last_inference_ms);
+    s->set_inference_count(st.inference_count);
+    s->set_execution_count(st.execution_count);
+    auto* is = s->mutable_inference_stats();
+    SetDuration(is->mutable_success(), st.success);
+    SetDuration(is->mutable_fail(), st.fail);
+    SetDuration(is->mutable_queue(), st.queue);
+    SetDuration(is->mutable_compute_input(), st.compute_input);
+    SetDuration(is->mutable_compute_infer(), st.compute_infer);
+    SetDuration(is->mutable_compute_output(), st.compute_output);
+    for (const auto& [size, batch] : st.batches) {
+      auto* b = s->add_batch_stats();
+      b->set_batch_size(static_cast<uint64_t>(size));
+      SetDuration(b->mutable_compute_input(), batch.compute_input);
+      SetDuration(b->mutable_compute_infer(), batch.compute_infer);
+      SetDuration(b->mutable_compute_output(), batch.compute_output);
+    }
   }
   if (!any && !request.name().empty()) {
     if (any_name) {

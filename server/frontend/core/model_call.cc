@@ -6,8 +6,11 @@
 namespace gatescope {
 
 void ModelCall::Finish(const absl::Status& status) const {
-  const double took = absl::ToDoubleSeconds(clock->Now() - start);
-  model->metrics->RecordRequest(StatusCodeName(status.code()), took);
+  const absl::Time now = clock->Now();
+  model->metrics->RecordRequest(StatusCodeName(status.code()), absl::ToDoubleSeconds(now - start));
+  if (model->observer) {
+    model->observer->statistics().Finished(status.ok(), examples->load(), now - start, now);
+  }
   finish(status);
 }
 

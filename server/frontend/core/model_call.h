@@ -4,6 +4,7 @@
 // outcome. No gRPC, no HTTP: a frontend supplies a CallContext and a FinishCall.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -36,8 +37,12 @@ struct ModelCall {
   std::shared_ptr<ServedModel> model;
   const Clock* clock;  // measures the call's latency; outlives the call
   absl::Time start;
+  // The examples the call carries, for the version's statistics; shared by the copies, set
+  // before any job is queued.
+  std::shared_ptr<std::atomic<int>> examples = std::make_shared<std::atomic<int>>(1);
 
-  // Records the outcome in the model's metrics and calls `finish`. Call once.
+  // Records the outcome in the model's metrics and its version's statistics, and calls
+  // `finish`. Call once.
   void Finish(const absl::Status& status) const;
   // Finish, as the callback a task's job calls.
   CallDone Done() const;

@@ -1,0 +1,202 @@
+// HttpServer over real loopback sockets: answers given later from another thread, Stop
+// waiting for answers in flight, Expect: 100-continue, and the limits' statuses.
+#include "server/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+
+namespace gatescope {
+namespace {
+
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+void Send(int fd, const std::string& text) {
+  ASSERT_EQ(send(fd, text.data(), text.size(), MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
+}
+
+// Reads until `done(data)` or timeout/close; returns what arrived.
+template <typename Done>
+std::string ReadUntil(int fd, Done done, int timeout_ms = 5000) {
+  std::string data;
+  char buf[4096];
+  while (!done(data)) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) break;
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  return data;
+}
+
+// One whole response (head + Content-Length body).
+std::string ReadResponse(int fd, int timeout_ms = 5000) {
+  return ReadUntil(
+      fd,
+      [](const std::string& d) {
+        const size_t end = d.find("\r\n\r\n");
+        if (end == std::string::npos) return false;
+        const size_t cl = d.find("Content-Length: ");
+        const size_t length = cl == std::string::npos ? 0 : std::stoul(d.substr(cl + 16));
+        return d.size() >= end + 4 + length;
+      },
+      timeout_ms);
+}
+
+HttpServerOptions Limits(uint64_t body, uint32_t header = 8192) {
+  HttpServerOptions o;
+  o.body_limit = body;
+  o.header_limit = header;
+  return o;
+}
+
+HttpResponse Echo(const HttpRequest& r) {
+  HttpResponse out{http::status::ok, r.version()};
+  out.body() = std::string(r.target()) + ":" + r.body();
+  return out;
+}
+
+TEST(HttpServer, AnswersFromAnotherThreadAndKeepsTheConnection) {
+  std::vector<std::thread> workers;
+  absl::Mutex mu;
+  auto server = HttpServer::Start("127.0.0.1", 0,
+                                  [&](HttpRequest request, HttpRespond respond) {
+                                    absl::MutexLock lock(&mu);
+                                    workers.emplace_back([request = std::move(request),
+                                                          respond = std::move(respond)] {
+                                      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                                      respond(Echo(request));
+                                    });
+                                  },
+                                  Limits(1024))
+                    .value();
+  const int fd = Connect(server->port());
+  for (const char* body : {"one", "two"}) {
+    Send(fd, absl::StrCat("POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: ", strlen(body),
+                          "\r\n\r\n", body));
+    const std::string r = ReadResponse(fd);
+    EXPECT_NE(r.find("200 OK"), std::string::npos) << r;
+    EXPECT_NE(r.find(absl::StrCat("/x:", body)), std::string::npos) << r;
+  }
+  close(fd);
+  server->Stop();
+  for (auto& t : workers) t.join();
+}
+
+TEST(HttpServer, StopWaitsForAnswersInFlight) {
+  absl::Notification handed;
+  HttpRespond pending;
+  auto server = HttpServer::Start("127.0.0.1", 0,
+                                  [&](HttpRequest, HttpRespond respond) {
+                                    pending = std::move(respond);
+                                    handed.Notify();
+                                  })
+                    .value();
+  const int fd = Connect(server->port());
+  Send(fd, "GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+  handed.WaitForNotification();
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    server->Stop();
+    stopped = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(stopped.load());  // the answer is still owed
+  HttpResponse answer{http::status::ok, 11};
+  answer.body() = "late but delivered";
+  pending(std::move(answer));
+  const std::string r = ReadResponse(fd);
+  EXPECT_NE(r.find("late but delivered"), std::string::npos) << r;
+  stopper.join();
+  EXPECT_TRUE(stopped.load());
+  close(fd);
+}
+
+TEST(HttpServer, ExpectContinueThenBody) {
+  auto server = HttpServer::Start("127.0.0.1", 0,
+                                  [](HttpRequest request, HttpRespond respond) {
+                                    respond(Echo(request));
+                                  },
+                                  Limits(1024))
+                    .value();
+  const int fd = Connect(server->port());
+  Send(fd, "POST /c HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  const std::string interim = ReadUntil(fd, [](const std::string& d) {
+    return d.find("\r\n\r\n") != std::string::npos;
+  });
+  EXPECT_NE(interim.find("100 Continue"), std::string::npos) << interim;
+  Send(fd, "hello");
+  const std::string r = ReadResponse(fd);
+  EXPECT_NE(r.find("/c:hello"), std::string::npos) << r;
+  close(fd);
+  // Too large for the limit: 413 at once, no 100.
+  const int big = Connect(server->port());
+  Send(big, "POST /c HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n");
+  const std::string refused = ReadResponse(big);
+  EXPECT_NE(refused.find("413"), std::string::npos) << refused;
+  close(big);
+}
+
+TEST(HttpServer, LimitsAnswerWithTheirStatuses) {
+  std::atomic<int> handled{0};
+  auto server = HttpServer::Start("127.0.0.1", 0,
+                                  [&](HttpRequest request, HttpRespond respond) {
+                                    ++handled;
+                                    respond(Echo(request));
+                                  },
+                                  Limits(16, 512))
+                    .value();
+  auto one = [&](const std::string& text) {
+    const int fd = Connect(server->port());
+    Send(fd, text);
+    std::string r = ReadResponse(fd);
+    close(fd);
+    return r;
+  };
+  EXPECT_NE(one("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 17\r\n\r\n" + std::string(17, 'x'))
+                .find("413"),
+            std::string::npos);
+  EXPECT_NE(one("GET / HTTP/1.1\r\nHost: t\r\nX: " + std::string(600, 'y') + "\r\n\r\n")
+                .find("431"),
+            std::string::npos);
+  EXPECT_NE(one("NOT HTTP AT ALL\r\n\r\n").find("400"), std::string::npos);
+  EXPECT_EQ(handled.load(), 0);
+  EXPECT_NE(one("POST /ok HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi").find("/ok:hi"),
+            std::string::npos);
+  EXPECT_EQ(handled.load(), 1);
+}
+
+TEST(HttpServer, RefusesBadHostsAndTakenPorts) {
+  auto handler = [](HttpRequest, HttpRespond respond) { respond(HttpResponse{}); };
+  EXPECT_EQ(HttpServer::Start("example.com", 0, handler).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto first = HttpServer::Start("127.0.0.1", 0, handler).value();
+  EXPECT_EQ(HttpServer::Start("127.0.0.1", first->port(), handler).status().code(),
+            absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace gatescope
