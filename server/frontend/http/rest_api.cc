@@ -133,6 +133,29 @@ absl::Status RepositoryParameters(const json& body,
   return absl::OkStatus();
 }
 
+// A gatescope.v1 call from a JSON body in protobuf's mapping (model and version from the
+// path), answered with the response message's JSON once `run` finishes it.
+template <typename Request, typename Response, typename Run>
+void ServeV1(const std::string& body, const ModelPath& path, unsigned version,
+             const HttpRespond& respond, Run run) {
+  auto call = std::make_shared<std::pair<Request, Response>>();
+  const auto parsed = google::protobuf::util::JsonStringToMessage(
+      body.empty() ? std::string("{}") : body, &call->first,
+      google::protobuf::util::JsonParseOptions());
+  if (!parsed.ok()) {
+    return respond(Error(absl::InvalidArgumentError(absl::StrCat(
+                             "the body is not a ", Request::descriptor()->full_name(), ": ",
+                             parsed.message().as_string())),
+                         version));
+  }
+  call->first.set_model_name(path.name);
+  call->first.set_model_version(path.version);
+  run(&call->first, &call->second, [call, respond, version](absl::Status st) {
+    if (!st.ok()) return respond(Error(st, version));
+    respond(JsonAnswer(ToJson(call->second), version));
+  });
+}
+
 }  // namespace
 
 http::status HttpStatusOf(absl::StatusCode code) {
@@ -309,23 +332,32 @@ void RestApi::Handle(HttpRequest request, HttpRespond respond) const {
     if (what == "explain") {
       if (verb != http::verb::post) return wrong_method("POST");
       if (!allowed(Access::kInference)) return;
-      auto call = std::make_shared<std::pair<v1::ExplainRequest, v1::ExplainResponse>>();
-      google::protobuf::util::JsonParseOptions options;
-      const auto parsed =
-          google::protobuf::util::JsonStringToMessage(request.body(), &call->first, options);
-      if (!parsed.ok()) {
-        return respond(Error(absl::InvalidArgumentError(absl::StrCat(
-                                 "the body is not a gatescope.v1.ExplainRequest: ",
-                                 parsed.message().as_string())),
-                             version));
+      return ServeV1<v1::ExplainRequest, v1::ExplainResponse>(
+          request.body(), *p, version, respond,
+          [this](const v1::ExplainRequest* in, v1::ExplainResponse* out, FinishCall done) {
+            v1_->Explain(in, out, CallContext(), std::move(done));
+          });
+    }
+    if (what == "predict") {
+      if (verb != http::verb::post) return wrong_method("POST");
+      if (!allowed(Access::kInference)) return;
+      return ServeV1<v1::PredictRequest, v1::PredictResponse>(
+          request.body(), *p, version, respond,
+          [this](const v1::PredictRequest* in, v1::PredictResponse* out, FinishCall done) {
+            v1_->Predict(in, out, CallContext(), std::move(done));
+          });
+    }
+    if (what == "gatescope") {
+      if (verb != http::verb::get) return wrong_method("GET");
+      if (!allowed(Access::kMetadata)) return;
+      v1::ModelMetadataRequest in;
+      in.set_model_name(p->name);
+      in.set_model_version(p->version);
+      v1::ModelMetadataResponse out;
+      if (absl::Status st = v1_->GetModelMetadata(in, &out); !st.ok()) {
+        return respond(Error(st, version));
       }
-      call->first.set_model_name(p->name);
-      call->first.set_model_version(p->version);
-      return v1_->Explain(&call->first, &call->second, CallContext(),
-                          [call, respond, version](absl::Status st) {
-                            if (!st.ok()) return respond(Error(st, version));
-                            respond(JsonAnswer(ToJson(call->second), version));
-                          });
+      return respond(JsonAnswer(ToJson(out), version));
     }
   }
   respond(Error(absl::NotFoundError(absl::StrCat("no route for ", std::string(request.target()))),

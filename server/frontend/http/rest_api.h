@@ -1,5 +1,6 @@
 // The KServe v2 REST API (Open Inference Protocol over HTTP/JSON, Triton's binary tensor
-// data and classification extensions) plus gatescope's explain call, routed onto the same
+// data and classification extensions) plus the gatescope.v1 calls (protobuf's JSON
+// mapping), routed onto the same
 // KServeCore and V1Core the gRPC services use, so both protocols answer alike:
 //   GET  /v2/health/live | /v2/health/ready            200, or 503 when not ready
 //   GET  /v2                                           server metadata
@@ -8,7 +9,9 @@
 //   GET  /v2/models/M[/versions/V]/config              Triton model configuration
 //   GET  /v2/models[/M[/versions/V]]/stats             statistics
 //   POST /v2/models/M[/versions/V]/infer               inference (JSON or binary tensors)
+//   POST /v2/models/M[/versions/V]/predict             gatescope.v1 PredictRequest as JSON
 //   POST /v2/models/M[/versions/V]/explain             gatescope.v1 ExplainRequest as JSON
+//   GET  /v2/models/M[/versions/V]/gatescope           gatescope.v1 model metadata
 //   POST /v2/repository/index                          [{name, version, state, reason}]
 //   POST /v2/repository/models/M/load | /unload        explicit model control
 // Errors are {"error": message} with the HTTP status of the gRPC code (400, 401, 403,

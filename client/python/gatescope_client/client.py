@@ -1,0 +1,178 @@
+"""The gatescope client: one server, its HTTP port. Thread-safe (each call opens its own
+connection through urllib)."""
+import base64
+import json
+import ssl
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import numpy as np
+
+from gatescope_client import tensors
+
+
+class GatescopeError(Exception):
+    """A call the server refused: `status` is the HTTP status, `message` the server's words
+    (e.g. 400 "ModelInfer: ...", 404 "unknown model 'x'", 503 while draining)."""
+
+    def __init__(self, status, message):
+        super().__init__(f"HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+class Client:
+    """A gatescope server at `url` (its --http_port; https:// with `ssl_context`, e.g.
+    ssl.create_default_context(cafile=...) and, for mutual TLS, load_cert_chain). `token`:
+    the bearer token when the server checks them. `timeout`: seconds per call."""
+
+    def __init__(self, url="http://127.0.0.1:8000", token=None, ssl_context=None, timeout=60.0):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self._ssl = ssl_context
+
+    # --- transport ---------------------------------------------------------------------
+
+    def _call(self, method, path, body=None, headers=None):
+        """(status, headers, body bytes); raises GatescopeError for an error status."""
+        h = dict(headers or {})
+        if self.token:
+            h["Authorization"] = f"Bearer {self.token}"
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h.setdefault("Content-Type", "application/json")
+        req = urllib.request.Request(self.url + path, data=body, method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                message = json.loads(raw)["error"]
+            except (ValueError, KeyError, TypeError):
+                message = raw.decode(errors="replace").strip() or e.reason
+            raise GatescopeError(e.code, message) from None
+
+    def _json(self, method, path, body=None):
+        return json.loads(self._call(method, path, body)[2] or b"null")
+
+    @staticmethod
+    def _model_path(model, version):
+        path = "/v2/models/" + urllib.parse.quote(model, safe="")
+        return path + ("/versions/" + urllib.parse.quote(version, safe="") if version else "")
+
+    def _status_ok(self, path):
+        try:
+            return self._call("GET", path)[0] == 200
+        except GatescopeError:
+            return False
+
+    # --- health and information ----------------------------------------------------------
+
+    def live(self):
+        return self._status_ok("/v2/health/live")
+
+    def ready(self):
+        return self._status_ok("/v2/health/ready")
+
+    def model_ready(self, model, version=""):
+        return self._status_ok(self._model_path(model, version) + "/ready")
+
+    def models(self):
+        """Every model of the repository: [{"name", "version", "state", "reason"}]."""
+        return self._json("POST", "/v2/repository/index", {})
+
+    def metadata(self, model, version=""):
+        """The gatescope metadata of a model: task, labels, input spec, maps, layers..."""
+        return self._json("GET", self._model_path(model, version) + "/gatescope")["config"]
+
+    def config(self, model, version=""):
+        """Triton's model configuration (batching, instances, parameters)."""
+        return self._json("GET", self._model_path(model, version) + "/config")
+
+    def statistics(self, model="", version=""):
+        path = (self._model_path(model, version) if model else "/v2/models") + "/stats"
+        return self._json("GET", path)["model_stats"]
+
+    # --- gatescope.v1: predict and explain -----------------------------------------------
+
+    @staticmethod
+    def _input(image):
+        """An encoded image (bytes: PNG/JPEG) or pixels (numpy uint8 [C,H,W] / [H,W], or
+        float32 already normalised) as the v1 request's input field."""
+        if isinstance(image, (bytes, bytearray)):
+            return {"image": base64.b64encode(bytes(image)).decode("ascii")}
+        return {"tensor": tensors.to_v1_tensor(image)}
+
+    def predict(self, model, image, version="", **fields):
+        """One example's prediction: {"classes": [{"label", "index", "probability"}],
+        "segmentation": {"mask": numpy, ...}, "detections": [...]} as the task answers.
+        `fields` are PredictRequest's (top_k, mask_png, class_probabilities,
+        score_threshold, max_detections, priority, timeout_microseconds)."""
+        body = {**self._input(image), **fields}
+        out = self._json("POST", self._model_path(model, version) + "/predict", body)
+        return tensors.decode_v1(out, png_fields=("mask_png",))
+
+    def explain(self, model, image, version="", rollout=True, **fields):
+        """One example's explanation: every map as numpy ("rollout" [gh, gw], "gates" per
+        layer, "attention" per requested layer, ...), "rollout_png" as PNG bytes.
+        `fields` are ExplainRequest's (gates, attention_layers, heatmap_png, top_k,
+        resonance, rollout_options={...}, query_pixel={"y","x"}, ...)."""
+        body = {**self._input(image), "rollout": rollout, **fields}
+        out = self._json("POST", self._model_path(model, version) + "/explain", body)
+        return tensors.decode_v1(out, png_fields=("rollout_png",))
+
+    # --- KServe v2 inference -------------------------------------------------------------
+
+    def infer(self, model, inputs, version="", outputs=None, classification=None,
+              request_id="", parameters=None):
+        """KServe v2 inference with binary tensors both ways. `inputs`: one numpy array
+        [B, ...] (FP32 normalised, UINT8 pixels, or an object array of encoded images), or
+        {name: array}. `outputs`: names to return (default: all, metadata order);
+        `classification`: k, to get each output as its top-k "score:index:label" strings.
+        Returns {output name: numpy array}."""
+        if not isinstance(inputs, dict):
+            inputs = {"input": inputs}
+        header = {"inputs": [], "parameters": {"binary_data_output": True}}
+        if request_id:
+            header["id"] = request_id
+        if parameters:
+            header["parameters"].update(parameters)
+        blobs = []
+        for name, array in inputs.items():
+            array = np.asarray(array)
+            datatype = tensors.kserve_datatype(array)
+            raw = tensors.kserve_bytes(array, datatype)
+            header["inputs"].append({"name": name, "datatype": datatype,
+                                     "shape": [int(d) for d in array.shape],
+                                     "parameters": {"binary_data_size": len(raw)}})
+            blobs.append(raw)
+        if outputs is not None or classification is not None:
+            names = outputs if outputs is not None else [
+                o["name"] for o in self._json("GET", self._model_path(model, version))["outputs"]]
+            header["outputs"] = [
+                {"name": n, "parameters": {"binary_data": True,
+                                           **({"classification": int(classification)}
+                                              if classification else {})}}
+                for n in names]
+        head = json.dumps(header).encode()
+        _, headers, raw = self._call(
+            "POST", self._model_path(model, version) + "/infer", head + b"".join(blobs),
+            {"Inference-Header-Content-Length": str(len(head)),
+             "Content-Type": "application/octet-stream"})
+        n = int(headers.get("Inference-Header-Content-Length", len(raw)))
+        meta = json.loads(raw[:n])
+        result, pos = {}, n
+        for o in meta["outputs"]:
+            size = o.get("parameters", {}).get("binary_data_size")
+            if size is None:
+                data = np.array(o["data"], dtype=object if o["datatype"] == "BYTES"
+                                else tensors.KSERVE_DTYPES[o["datatype"]])
+                result[o["name"]] = data.reshape(o["shape"])
+            else:
+                result[o["name"]] = tensors.kserve_array(raw[pos:pos + size], o["datatype"],
+                                                         o["shape"])
+                pos += size
+        return result
