@@ -45,6 +45,7 @@ def test_ports_flags_and_probes_agree(directory):
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports["grpc"] == int(args["grpc_port"])
     assert ports["metrics"] == int(args["metrics_port"])
+    assert ports["http"] == int(args["http_port"])  # KServe v2 REST
     assert args["host"] == "0.0.0.0", "the server must listen beyond the pod's loopback"
     found = probes(container)
     assert set(found) == {"startupProbe", "readinessProbe", "livenessProbe"}
@@ -65,7 +66,7 @@ def test_ports_flags_and_probes_agree(directory):
             assert port["targetPort"] in names or port["targetPort"] in ports.values()
             assert port.get("appProtocol"), f"{service['metadata']['name']}:{port['name']} has no appProtocol"
     main = find(objects, "Service", "gatescope")
-    assert {p["name"] for p in main["spec"]["ports"]} == {"grpc", "metrics"}
+    assert {p["name"] for p in main["spec"]["ports"]} == {"grpc", "http", "metrics"}
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     assert annotations["prometheus.io/scrape"] == "true"
     assert int(annotations["prometheus.io/port"]) == ports["metrics"]
