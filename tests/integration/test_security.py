@@ -127,6 +127,30 @@ def scrape(port, pki, token=None, client_cert=True, timeout=10):
                                   context=https_context(pki, client_cert)).read().decode()
 
 
+def test_rest_is_https_with_mutual_tls_and_the_same_tokens(server, pki):
+    """The REST port follows gRPC: HTTPS with the server certificate, a client certificate
+    required, and each route checked against the caller's token by category."""
+    from gatescope_client import Client, GatescopeError
+    base = f"https://127.0.0.1:{server.http_port}"
+    user = Client(base, token=USER, ssl_context=https_context(pki))
+    assert user.live()  # health exempt
+    assert user.predict(MODEL, image(), top_k=1)["classes"][0]["label"]
+    for token, status in ((None, 401), ("user-token-4f1c2b9a7e", 401)):
+        with pytest.raises(GatescopeError) as e:
+            Client(base, token=token, ssl_context=https_context(pki)).metadata(MODEL)
+        assert e.value.status == status
+    with pytest.raises(GatescopeError) as e:  # model control: admin only
+        user._call("POST", f"/v2/repository/models/{MODEL}/load", {})
+    assert e.value.status == 403
+    admin = Client(base, token=ADMIN, ssl_context=https_context(pki))
+    assert admin._call("POST", f"/v2/repository/models/{MODEL}/load", {})[0] == 200
+    with pytest.raises(urllib.error.URLError):  # no client certificate: no handshake
+        Client(base, token=USER, ssl_context=https_context(pki, client_cert=False),
+               timeout=10).predict(MODEL, image())
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/v2/health/live", timeout=10)
+
+
 def test_metrics_are_served_over_mutual_tls_and_need_a_token(server, pki):
     with pytest.raises(urllib.error.HTTPError) as err:
         scrape(server.metrics_port, pki)
