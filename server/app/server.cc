@@ -50,6 +50,7 @@ struct Server::State {
   std::unique_ptr<InferenceService> inference;
   std::unique_ptr<KServeService> kserve;
   std::unique_ptr<grpc::Server> grpc;
+  std::unique_ptr<PreparationPool> rest_pool;  // parses large REST bodies; outlives `http`
   std::unique_ptr<RestApi> rest;
   std::unique_ptr<HttpServer> http;  // the REST port; before it stops, rest outlives it
   std::unique_ptr<RepositoryPoller> poller;
@@ -192,7 +193,14 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock,
 // on), on the same cores as gRPC.
 absl::Status StartRest(Server::State& s, const std::optional<HttpsCredentials>& pem) {
   if (s.options.http_port < 0) return absl::OkStatus();
-  s.rest = std::make_unique<RestApi>(s.kserve_core.get(), s.v1.get(), s.access.get());
+  // As many parsing threads as decoding ones, and as many bodies waiting as images.
+  s.rest_pool = std::make_unique<PreparationPool>(
+      s.options.preparation_threads > 0
+          ? s.options.preparation_threads
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+      s.options.preparation_queue);
+  s.rest = std::make_unique<RestApi>(s.kserve_core.get(), s.v1.get(), s.access.get(),
+                                     s.rest_pool.get());
   HttpServerOptions http;
   http.name = "REST";
   http.https = pem;
@@ -300,6 +308,7 @@ void Server::Shutdown() {
   s.grpc->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(s.options.drain_timeout));
   flush.join();
   if (s.http) s.http->Stop();  // REST calls in flight were answered by the flush
+  if (s.rest_pool) s.rest_pool->Stop();
   if (s.metrics_server) s.metrics_server->Stop();
 }
 

@@ -178,6 +178,18 @@ http::status HttpStatusOf(absl::StatusCode code) {
 }
 
 void RestApi::Handle(HttpRequest request, HttpRespond respond) const {
+  if (pool_ == nullptr || request.method() != http::verb::post ||
+      request.body().size() < kInlineBodyBytes) {
+    return Route(std::move(request), std::move(respond));
+  }
+  // A large body: parse it (and convert the answer) off the HTTP thread.
+  const unsigned version = request.version();
+  auto owned = std::make_shared<HttpRequest>(std::move(request));
+  absl::Status queued = pool_->Submit([this, owned, respond] { Route(std::move(*owned), respond); });
+  if (!queued.ok()) respond(Error(queued, version));
+}
+
+void RestApi::Route(HttpRequest request, HttpRespond respond) const {
   const unsigned version = request.version();
   const std::vector<std::string> s =
       Segments(absl::string_view(request.target().data(), request.target().size()));

@@ -20,6 +20,7 @@
 #pragma once
 
 #include "server/auth/access_control.h"
+#include "server/batching/preparation_pool.h"
 #include "server/frontend/core/kserve_core.h"
 #include "server/frontend/core/v1_core.h"
 #include "server/http/http_server.h"
@@ -28,18 +29,27 @@ namespace gatescope {
 
 class RestApi {
  public:
-  // Not owned; all outlive the HTTP server. `access` null: every call allowed.
-  RestApi(KServeCore* kserve, const V1Core* v1, const AccessControl* access)
-      : kserve_(kserve), v1_(v1), access_(access) {}
+  // POST bodies from this size on are parsed on `pool` rather than on the HTTP thread.
+  static constexpr size_t kInlineBodyBytes = 64 << 10;
+
+  // Not owned; all outlive the HTTP server. `access` null: every call allowed. `pool`
+  // (may be null: everything on the HTTP thread) parses large bodies; when its queue is
+  // full the call gets 429.
+  RestApi(KServeCore* kserve, const V1Core* v1, const AccessControl* access,
+          PreparationPool* pool = nullptr)
+      : kserve_(kserve), v1_(v1), access_(access), pool_(pool) {}
 
   // The HttpHandler: answers at once, or (inference, explain, model control) from the
   // thread that finishes the call.
   void Handle(HttpRequest request, HttpRespond respond) const;
 
  private:
+  void Route(HttpRequest request, HttpRespond respond) const;
+
   KServeCore* const kserve_;
   const V1Core* const v1_;
   const AccessControl* const access_;
+  PreparationPool* const pool_;
 };
 
 // The HTTP status answering a gRPC-style code.
