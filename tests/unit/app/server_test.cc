@@ -51,6 +51,7 @@ class ServerTest : public ::testing::Test {
     o.model_repository = root_.string();
     o.grpc_port = 0;
     o.metrics_port = 0;
+    o.http_port = 0;
     o.torch_threads = 1;
     return o;
   }
@@ -155,6 +156,14 @@ TEST_F(ServerTest, APortInUseIsRefusedNotShared) {
   same.grpc_port = (*first)->grpc_port();
   auto second = Server::Start(same, {&loader_, nullptr});
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  // The REST port likewise: the second server does not start (its gRPC port is released).
+  ServerOptions same_rest = Options();
+  same_rest.http_port = (*first)->http_port();
+  ASSERT_GT(same_rest.http_port, 0);
+  auto third = Server::Start(same_rest, {&loader_, nullptr});
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kUnavailable) << third.status();
+  EXPECT_NE(std::string(third.status().message()).find("REST"), std::string::npos)
+      << third.status();
   (*first)->Shutdown();
 }
 
