@@ -30,12 +30,18 @@ int ElementBytes(const std::string& datatype) {
   return -1;
 }
 
-// Row-major leaves of a (possibly nested) JSON array.
+// Row-major leaves of a (possibly nested) JSON array. Iterative: a body may nest as deep as
+// it is long.
 void Flatten(const json& value, std::vector<const json*>& out) {
-  if (value.is_array()) {
-    for (const json& v : value) Flatten(v, out);
-  } else {
-    out.push_back(&value);
+  std::vector<const json*> pending{&value};  // in reverse visiting order
+  while (!pending.empty()) {
+    const json* v = pending.back();
+    pending.pop_back();
+    if (!v->is_array()) {
+      out.push_back(v);
+      continue;
+    }
+    for (auto it = v->rbegin(); it != v->rend(); ++it) pending.push_back(&*it);
   }
 }
 
