@@ -4,8 +4,6 @@
 
 namespace gatescope {
 
-namespace v1 = ::gatescope::v1;
-
 template <typename Request, typename Response, typename MakeJob>
 void V1Core::Serve(const Request& request, Response* response,
                    const absl::StatusOr<Scheduling>& scheduling, const CallContext& context,

@@ -7,8 +7,6 @@
 
 namespace gatescope {
 
-namespace v1 = ::gatescope::v1;
-
 InferenceService::InferenceService(const V1Core* core, const AccessControl* access)
     : core_(core), access_(access) {
   constexpr absl::string_view kService = "gatescope.v1.Inference";

@@ -2,12 +2,6 @@
 // waiting for answers in flight, Expect: 100-continue, and the limits' statuses.
 #include "server/http/http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,52 +13,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "tests/unit/http/loopback_client.h"
 
 namespace gatescope {
 namespace {
 
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  return fd;
-}
-
-void Send(int fd, const std::string& text) {
-  ASSERT_EQ(send(fd, text.data(), text.size(), MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
-}
-
-// Reads until `done(data)` or timeout/close; returns what arrived.
-template <typename Done>
-std::string ReadUntil(int fd, Done done, int timeout_ms = 5000) {
-  std::string data;
-  char buf[4096];
-  while (!done(data)) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, timeout_ms) <= 0) break;
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
-  return data;
-}
-
-// One whole response (head + Content-Length body).
-std::string ReadResponse(int fd, int timeout_ms = 5000) {
-  return ReadUntil(
-      fd,
-      [](const std::string& d) {
-        const size_t end = d.find("\r\n\r\n");
-        if (end == std::string::npos) return false;
-        const size_t cl = d.find("Content-Length: ");
-        const size_t length = cl == std::string::npos ? 0 : std::stoul(d.substr(cl + 16));
-        return d.size() >= end + 4 + length;
-      },
-      timeout_ms);
-}
+using loopback::Connect;
+using loopback::ReadResponse;
+using loopback::ReadUntil;
+using loopback::Send;
 
 HttpServerOptions Limits(uint64_t body, uint32_t header = 8192) {
   HttpServerOptions o;

@@ -2,12 +2,6 @@
 // slow-client attacks the one-connection-at-a-time endpoint fell for.
 #include "server/metrics/metrics_http_server.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <prometheus/counter.h>
 
@@ -16,43 +10,16 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/http/loopback_client.h"
+
 namespace gatescope {
 namespace {
 
+using loopback::Connect;
+using loopback::ReadResponse;
+using loopback::Send;
+
 using Clock = std::chrono::steady_clock;
-
-int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  return fd;
-}
-
-void Send(int fd, const std::string& text) {
-  ASSERT_EQ(send(fd, text.data(), text.size(), MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
-}
-
-// Reads one response (head + Content-Length body); "" on timeout or close.
-std::string ReadResponse(int fd, int timeout_ms = 5000) {
-  std::string data;
-  char buf[4096];
-  for (;;) {
-    const size_t head_end = data.find("\r\n\r\n");
-    if (head_end != std::string::npos) {
-      const size_t cl = data.find("Content-Length: ");
-      const size_t length = cl == std::string::npos ? 0 : std::stoul(data.substr(cl + 16));
-      if (data.size() >= head_end + 4 + length) return data.substr(0, head_end + 4 + length);
-    }
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, timeout_ms) <= 0) return "";
-    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) return "";
-    data.append(buf, static_cast<size_t>(n));
-  }
-}
 
 std::string Get(int port, const std::string& extra_headers = "") {
   const int fd = Connect(port);
