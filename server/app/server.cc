@@ -209,7 +209,10 @@ absl::Status StartRest(Server::State& s, const std::optional<HttpsCredentials>& 
   http.request_timeout = absl::Seconds(60);  // a whole request, body included
   http.write_timeout = absl::Seconds(60);
   http.max_connections = 1024;
+  // Bodies held at once: as much as gRPC's buffers may hold (--grpc_memory_bytes).
+  http.memory_bytes = static_cast<uint64_t>(s.options.grpc.memory_bytes);
   RestApi* rest = s.rest.get();
+  http.check_head = [rest](const HttpRequest& head) { return rest->CheckHead(head); };
   GS_ASSIGN_OR_RETURN(s.http, HttpServer::Start(s.options.host, s.options.http_port,
                                                 [rest](HttpRequest request, HttpRespond respond) {
                                                   rest->Handle(std::move(request),

@@ -36,14 +36,28 @@ struct HttpServer::Impl {
   Impl(HttpHandler h, HttpServerOptions o) : handler(std::move(h)), options(std::move(o)) {}
 
   void Accept();
-  // A request was handed to the handler / its answer is written (or failed).
-  void BeginRequest() {
+  // A request is handed to the handler (false once Stop has begun) / its answer is
+  // written (or failed).
+  bool TryBeginRequest() {
     std::lock_guard<std::mutex> lock(busy_mu);
+    if (stopping) return false;
     ++busy;
+    return true;
   }
   void EndRequest() {
     std::lock_guard<std::mutex> lock(busy_mu);
     if (--busy == 0) idle.notify_all();
+  }
+  // Takes `bytes` of the body budget (options.memory_bytes); false when it would go over.
+  bool Reserve(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(busy_mu);
+    if (options.memory_bytes > 0 && body_bytes + bytes > options.memory_bytes) return false;
+    body_bytes += bytes;
+    return true;
+  }
+  void Release(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(busy_mu);
+    body_bytes -= bytes;
   }
 
   const HttpHandler handler;
@@ -55,6 +69,8 @@ struct HttpServer::Impl {
   std::mutex busy_mu;
   std::condition_variable idle;
   int busy = 0;  // requests handed to the handler and not yet answered on the wire
+  bool stopping = false;  // under busy_mu: Stop has begun, no new request is handed on
+  uint64_t body_bytes = 0;  // under busy_mu: bodies reserved (Reserve)
   std::optional<ssl::context> tls;  // set: HTTPS; before `io`, which holds the sessions
   asio::io_context io{1};
   // Keeps `io` running while answers are owed with no operation pending (Stop releases it).
@@ -96,6 +112,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     server_->open.insert(this);
   }
   ~Session() override {
+    ReleaseBody();
     server_->open.erase(this);
     server_->connections.fetch_sub(1);
   }
@@ -135,12 +152,27 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   void OnHead(beast::error_code ec) {
     if (ec) return OnReadError(ec);
     const HttpRequest& head = parser_->get();
-    if (beast::iequals(head[http::field::expect], "100-continue") && !parser_->is_done()) {
-      if (parser_->content_length() && *parser_->content_length() > server_->options.body_limit) {
-        return Reply(PlainAnswer(http::status::payload_too_large, head.version(),
-                                 "request body too large\n"),
-                     /*keep_alive=*/false, /*counted=*/false);
+    if (server_->options.check_head) {
+      if (std::optional<HttpResponse> refused = server_->options.check_head(head)) {
+        return Reply(std::move(*refused), /*keep_alive=*/false, /*counted=*/false);
       }
+    }
+    if (!parser_->is_done()) {  // a body follows
+      const uint64_t declared = parser_->content_length().value_or(server_->options.body_limit);
+      if (declared > server_->options.body_limit) {
+        return Reply(PlainAnswer(http::status::payload_too_large, head.version(),
+                                 absl::StrCat("request body over ", server_->options.body_limit,
+                                              " bytes\n")),
+                     false, false);
+      }
+      if (!server_->Reserve(declared)) {
+        return Reply(PlainAnswer(http::status::service_unavailable, head.version(),
+                                 "too many request bytes in flight; retry later\n"),
+                     false, false);
+      }
+      reserved_ = declared;
+    }
+    if (beast::iequals(head[http::field::expect], "100-continue") && !parser_->is_done()) {
       continue_.emplace(http::status::continue_, head.version());
       return http::async_write(stream_, *continue_,
                                [self = this->shared_from_this()](beast::error_code ec, size_t) {
@@ -180,27 +212,58 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     Close();  // closed by the peer, too slow, the server is stopping, or a TLS failure
   }
 
+  // The one answer a request's Respond copies share (HttpRespond's contract): the first
+  // call posts the reply to the server's thread, which then owns the session; if no copy
+  // ever answers, the last one to go answers 500.
+  struct PendingAnswer {
+    PendingAnswer(std::shared_ptr<Session> s, bool keep, unsigned v)
+        : session(std::move(s)), keep_alive(keep), version(v) {}
+    ~PendingAnswer() {
+      if (session) {
+        Answer(PlainAnswer(http::status::internal_server_error, version,
+                           "the request was dropped without an answer\n"));
+      }
+    }
+    void Answer(HttpResponse r) {
+      std::shared_ptr<Session> s;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        s = std::move(session);
+      }
+      if (!s) return;  // answered already
+      HttpServer::Impl* server = s->server_;
+      asio::post(server->io, [s = std::move(s), r = std::move(r), keep = keep_alive]() mutable {
+        s->Reply(std::move(r), keep, /*counted=*/true);
+      });
+    }
+    std::mutex mu;
+    std::shared_ptr<Session> session;  // until answered
+    const bool keep_alive;
+    const unsigned version;
+  };
+
   void Handle() {
     HttpRequest request = parser_->release();
-    if (server_->stopped.load()) {  // draining: no new work on kept-alive connections
+    if (!server_->TryBeginRequest()) {  // draining: no new work on kept-alive connections
       return Reply(PlainAnswer(http::status::service_unavailable, request.version(),
                                "server is shutting down\n"),
                    false, false);
     }
-    const bool keep_alive = request.keep_alive();
     Tcp().expires_never();  // the handler may take its time; the write has its own deadline
-    server_->BeginRequest();
-    // The Respond owns a reference to the session until it is called; the reference then
-    // moves to the server's thread, so the session always ends there.
-    HttpRespond respond = [self = this->shared_from_this(), keep_alive](HttpResponse r) mutable {
-      if (!self) return;  // answered already
-      auto* session = self.get();
-      asio::post(session->server_->io,
-                 [self = std::move(self), r = std::move(r), keep_alive]() mutable {
-                   self->Reply(std::move(r), keep_alive, /*counted=*/true);
-                 });
-    };
-    server_->handler(std::move(request), std::move(respond));
+    auto pending = std::make_shared<PendingAnswer>(this->shared_from_this(),
+                                                   request.keep_alive(), request.version());
+    HttpRespond respond = [pending](HttpResponse r) { pending->Answer(std::move(r)); };
+    try {
+      server_->handler(std::move(request), std::move(respond));
+    } catch (...) {
+      // Its Respond copies are gone with the exception, unanswered: PendingAnswer answers
+      // 500 once the last one is destroyed.
+    }
+  }
+
+  void ReleaseBody() {
+    if (reserved_ > 0) server_->Release(reserved_);
+    reserved_ = 0;
   }
 
   // Writes `response`; `counted`: it answers a request handed to the handler.
@@ -212,6 +275,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     http::async_write(stream_, *response_,
                       [self = this->shared_from_this(), keep_alive, counted](beast::error_code ec,
                                                                              size_t) {
+                        self->ReleaseBody();
                         if (counted) self->server_->EndRequest();
                         if (ec || !keep_alive) return self->Close();
                         self->ReadHead();
@@ -247,6 +311,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   std::optional<http::response<http::empty_body>> continue_;
   std::shared_ptr<HttpResponse> response_;
   std::array<char, 4096> discard_;
+  uint64_t reserved_ = 0;  // this request's share of options.memory_bytes
   HttpServer::Impl* const server_;
 };
 
@@ -345,6 +410,10 @@ HttpServer::~HttpServer() { Stop(); }
 void HttpServer::Stop() {
   if (impl_->stopped.exchange(true)) return;
   Impl* impl = impl_.get();
+  {
+    std::lock_guard<std::mutex> lock(impl->busy_mu);
+    impl->stopping = true;
+  }
   asio::post(impl->io, [impl] {
     beast::error_code ignored;
     impl->acceptor.close(ignored);

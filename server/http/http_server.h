@@ -36,8 +36,9 @@ struct HttpsCredentials {
   std::string client_ca;  // empty: no client certificate asked for
 };
 
-// Answers one request: call exactly once, from any thread. The response's keep-alive and
-// payload size are set by the server.
+// Answers one request: call once, from any thread; copies share one answer (calls after the
+// first are ignored, and if every copy is destroyed unanswered the client gets 500). The
+// response's keep-alive and payload size are set by the server.
 using HttpRespond = std::function<void(HttpResponse)>;
 // Called on the server's thread for each request read; must not block (hand long work to
 // another thread and respond from there).
@@ -51,6 +52,14 @@ struct HttpServerOptions {
   absl::Duration request_timeout = absl::Seconds(5);
   absl::Duration write_timeout = absl::Seconds(10);
   int max_connections = 256;
+  // Optional: looks at a request's head before its body is read; a response it returns is
+  // sent at once and the connection closed (e.g. 401 for a missing token, so an
+  // unauthenticated peer never makes the server hold a body). Runs on the server's thread.
+  std::function<std::optional<HttpResponse>(const HttpRequest& head)> check_head;
+  // Bytes of request bodies held at once over every connection (0: no bound). A request
+  // whose declared body (body_limit when chunked) would go over it gets 503 before its body
+  // is read; its share is released once its answer is written.
+  uint64_t memory_bytes = 0;
 };
 
 class HttpServer {

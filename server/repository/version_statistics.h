@@ -7,6 +7,7 @@
 // its batch's compute times); the batch statistics count executions per batch size.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 
@@ -19,9 +20,10 @@ namespace gatescope {
 struct DurationTotal {
   uint64_t count = 0;
   uint64_t ns = 0;
+  // `each` below zero (the wall clock stepped back) counts as zero.
   void Add(uint64_t n, absl::Duration each) {
     count += n;
-    ns += n * static_cast<uint64_t>(absl::ToInt64Nanoseconds(each));
+    ns += n * static_cast<uint64_t>(std::max<int64_t>(0, absl::ToInt64Nanoseconds(each)));
   }
 };
 

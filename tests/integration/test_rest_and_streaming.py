@@ -55,7 +55,7 @@ def test_rest_health_and_metadata(server):
     assert rest(server, "GET", "/v2/health/ready")[0] == 200
     assert rest(server, "GET", f"/v2/models/{MODEL}/ready")[0] == 200
     assert rest(server, "GET", f"/v2/models/{MODEL}/versions/1/ready")[0] == 200
-    assert rest(server, "GET", "/v2/models/nope/ready")[0] == 503
+    assert rest(server, "GET", "/v2/models/nope/ready")[0] == 400
     status, meta = rest_json(server, "GET", "/v2")
     assert status == 200 and meta["name"] == "gatescope"
     assert {"binary_tensor_data", "classification"} <= set(meta["extensions"])
@@ -94,7 +94,7 @@ def test_rest_repository_index_load_unload(server):
                             {"parameters": {"config": "{\"max_batch_size\": 4}"}})
     assert status == 400 and "not supported" in err["error"]
     assert rest(server, "POST", "/v2/repository/models/vit_fmnist/unload", {})[0] == 200
-    assert rest(server, "GET", "/v2/models/vit_fmnist/ready")[0] == 503
+    assert rest(server, "GET", "/v2/models/vit_fmnist/ready")[0] == 400
     assert rest(server, "POST", "/v2/repository/models/vit_fmnist/load", {})[0] == 200
     assert rest(server, "GET", "/v2/models/vit_fmnist/ready")[0] == 200
 

@@ -22,8 +22,9 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 
 class KServeService final : public ::inference::GRPCInferenceService::CallbackService {
  public:
-  // Streams in flight at once on one ModelStreamInfer: further requests are read only as
-  // earlier ones are answered (flow control holds the client back).
+  // Requests of one ModelStreamInfer running or answered but not yet taken by the client:
+  // further requests are read only as earlier answers are written (flow control holds
+  // the client back).
   static constexpr int kMaxStreamRequestsInFlight = 64;
 
   // `core` and `access` (null: every call allowed) are not owned and must outlive the gRPC

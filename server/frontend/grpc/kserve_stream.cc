@@ -53,7 +53,7 @@ class InferStream final
     {
       absl::MutexLock lock(&mu_);
       ++in_flight_;
-      read_more = in_flight_ < KServeService::kMaxStreamRequestsInFlight;
+      read_more = RoomLocked();
       reading_ = read_more;
     }
     core_->ModelInfer(&pending->request, pending->reply.mutable_infer_response(), context_,
@@ -69,6 +69,7 @@ class InferStream final
       writes_.pop_front();
       if (!ok) broken_ = true;  // the client has gone: answers still come, unsent
       next = NextLocked();
+      next.read = ResumeReadingLocked();
     }
     Perform(next);
   }
@@ -107,14 +108,28 @@ class InferStream final
       absl::MutexLock lock(&mu_);
       --in_flight_;
       if (!broken_) writes_.push_back(std::move(reply));
-      if (!reading_ && !reads_done_ && in_flight_ < KServeService::kMaxStreamRequestsInFlight) {
-        reading_ = next.read = true;
-      }
+      next.read = ResumeReadingLocked();
       const Actions more = NextLocked();
       next.write = more.write;
       next.finish = more.finish;
     }
     Perform(next);
+  }
+
+  // Whether another request may be read: requests running and replies not yet taken by the
+  // client together stay under the window, so a client that never reads cannot make the
+  // server hold more than that many replies.
+  bool RoomLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return in_flight_ + static_cast<int>(writes_.size()) <
+           KServeService::kMaxStreamRequestsInFlight;
+  }
+
+  // True (and reading again) when reading had paused for the window and there is room now,
+  // or the stream broke (the read then fails at once and the stream can end).
+  bool ResumeReadingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (reading_ || reads_done_ || (!broken_ && !RoomLocked())) return false;
+    reading_ = true;
+    return true;
   }
 
   // The next write (the queue's front, which stays put until its OnWriteDone) or Finish.

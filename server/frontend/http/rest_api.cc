@@ -41,7 +41,8 @@ HttpResponse Error(const absl::Status& status, unsigned version) {
 bool IsIntegerKey(const std::string& key) {
   static const char* const kKeys[] = {
       "shape", "dims", "count", "ns", "inference_count", "execution_count", "last_inference",
-      "batch_size", "max_queue_delay_microseconds", "default_timeout_microseconds"};
+      "batch_size", "max_queue_delay_microseconds", "default_timeout_microseconds",
+      "priority_levels", "default_priority_level"};
   for (const char* k : kKeys) {
     if (key == k) return true;
   }
@@ -63,13 +64,18 @@ void NumbersForIntegers(json& value, bool integer_key) {
 }
 
 // A message as the protocol's JSON: proto field names, 64-bit integers as numbers.
-json ToJson(const google::protobuf::Message& message) {
+// INTERNAL if protobuf cannot print it (e.g. a string field that is not UTF-8).
+absl::StatusOr<json> ToJson(const google::protobuf::Message& message) {
   std::string text;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;  // zero counts are answers too
-  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
-  json value = json::parse(text);
+  const auto printed = google::protobuf::util::MessageToJsonString(message, &text, options);
+  json value = printed.ok() ? json::parse(text, nullptr, /*allow_exceptions=*/false)
+                            : json(json::value_t::discarded);
+  if (value.is_discarded()) {
+    return absl::InternalError(absl::StrCat("cannot write ", message.GetTypeName(), " as JSON"));
+  }
   NumbersForIntegers(value, false);
   return value;
 }
@@ -77,6 +83,14 @@ json ToJson(const google::protobuf::Message& message) {
 HttpResponse JsonAnswer(const json& value, unsigned version) {
   return Answer(http::status::ok, version,
                 value.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+HttpResponse JsonAnswer(const absl::StatusOr<json>& value, unsigned version) {
+  return value.ok() ? JsonAnswer(*value, version) : Error(value.status(), version);
+}
+
+HttpResponse JsonAnswer(const google::protobuf::Message& message, unsigned version) {
+  return JsonAnswer(ToJson(message), version);
 }
 
 // A path split into its segments, without the query string.
@@ -133,11 +147,41 @@ absl::Status RepositoryParameters(const json& body,
   return absl::OkStatus();
 }
 
+// Builds an answer and sends it: on `pool` when there is one (the caller is a model's
+// worker, which should not spend its time writing JSON), else on the calling thread. An
+// exception while building answers 500.
+void Deliver(PreparationPool* pool, const HttpRespond& respond, unsigned version,
+             std::function<HttpResponse()> build) {
+  auto task = [respond, version, build = std::move(build)] {
+    try {
+      respond(build());
+    } catch (const std::exception& e) {
+      respond(Error(absl::InternalError(absl::StrCat("writing the answer failed: ", e.what())),
+                    version));
+    }
+  };
+  if (pool == nullptr || !pool->Submit(task).ok()) task();
+}
+
+// The access category of a route, from its path alone (unknown routes: metadata).
+Access CategoryOf(const std::vector<std::string>& s) {
+  if (s.size() >= 2 && s[0] == "v2" && s[1] == "health") return Access::kHealth;
+  if (s.size() == 5 && s[0] == "v2" && s[1] == "repository" && s[2] == "models") {
+    return Access::kModelControl;
+  }
+  if (std::optional<ModelPath> p = ParseModelPath(s); p && p->rest.size() == 1) {
+    const std::string& what = p->rest[0];
+    if (what == "ready") return Access::kHealth;
+    if (what == "infer" || what == "predict" || what == "explain") return Access::kInference;
+  }
+  return Access::kMetadata;
+}
+
 // A gatescope.v1 call from a JSON body in protobuf's mapping (model and version from the
 // path), answered with the response message's JSON once `run` finishes it.
 template <typename Request, typename Response, typename Run>
 void ServeV1(const std::string& body, const ModelPath& path, unsigned version,
-             const HttpRespond& respond, Run run) {
+             const HttpRespond& respond, PreparationPool* pool, Run run) {
   auto call = std::make_shared<std::pair<Request, Response>>();
   const auto parsed = google::protobuf::util::JsonStringToMessage(
       body.empty() ? std::string("{}") : body, &call->first,
@@ -150,9 +194,9 @@ void ServeV1(const std::string& body, const ModelPath& path, unsigned version,
   }
   call->first.set_model_name(path.name);
   call->first.set_model_version(path.version);
-  run(&call->first, &call->second, [call, respond, version](absl::Status st) {
+  run(&call->first, &call->second, [call, respond, version, pool](absl::Status st) {
     if (!st.ok()) return respond(Error(st, version));
-    respond(JsonAnswer(ToJson(call->second), version));
+    Deliver(pool, respond, version, [call, version] { return JsonAnswer(call->second, version); });
   });
 }
 
@@ -180,27 +224,41 @@ http::status HttpStatusOf(absl::StatusCode code) {
 void RestApi::Handle(HttpRequest request, HttpRespond respond) const {
   if (pool_ == nullptr || request.method() != http::verb::post ||
       request.body().size() < kInlineBodyBytes) {
-    return Route(std::move(request), std::move(respond));
+    return RouteSafely(std::move(request), std::move(respond));
   }
-  // A large body: parse it (and convert the answer) off the HTTP thread.
+  // A large body: parse it off the HTTP thread.
   const unsigned version = request.version();
   auto owned = std::make_shared<HttpRequest>(std::move(request));
-  absl::Status queued = pool_->Submit([this, owned, respond] { Route(std::move(*owned), respond); });
+  absl::Status queued =
+      pool_->Submit([this, owned, respond] { RouteSafely(std::move(*owned), respond); });
   if (!queued.ok()) respond(Error(queued, version));
 }
 
-void RestApi::Route(HttpRequest request, HttpRespond respond) const {
+std::optional<HttpResponse> RestApi::CheckHead(const HttpRequest& head) const {
+  if (access_ == nullptr) return std::nullopt;
+  const auto header = head[http::field::authorization];
+  const absl::Status st = access_->Check(
+      absl::string_view(header.data(), header.size()),
+      CategoryOf(Segments(absl::string_view(head.target().data(), head.target().size()))));
+  if (st.ok()) return std::nullopt;
+  return Error(st, head.version());
+}
+
+void RestApi::RouteSafely(HttpRequest request, const HttpRespond& respond) const {
   const unsigned version = request.version();
+  try {
+    Route(std::move(request), respond);
+  } catch (const std::exception& e) {  // e.g. out of memory in a huge JSON body
+    respond(Error(absl::InternalError(e.what()), version));  // ignored if already answered
+  }
+}
+
+void RestApi::Route(HttpRequest request, const HttpRespond& respond) const {
+  const unsigned version = request.version();
+  if (std::optional<HttpResponse> refused = CheckHead(request)) return respond(*std::move(refused));
   const std::vector<std::string> s =
       Segments(absl::string_view(request.target().data(), request.target().size()));
   const http::verb verb = request.method();
-  const auto header = request[http::field::authorization];
-  const absl::string_view token(header.data(), header.size());
-  auto allowed = [&](Access what) {
-    absl::Status st = access_ == nullptr ? absl::OkStatus() : access_->Check(token, what);
-    if (!st.ok()) respond(Error(st, version));
-    return st.ok();
-  };
   auto wrong_method = [&](const char* allow) {
     HttpResponse r = Error(absl::UnimplementedError(absl::StrCat("use ", allow)), version);
     r.result(http::status::method_not_allowed);
@@ -208,32 +266,30 @@ void RestApi::Route(HttpRequest request, HttpRespond respond) const {
     respond(std::move(r));
   };
   auto ready_answer = [&](bool ready) {
-    respond(Answer(ready ? http::status::ok : http::status::service_unavailable, version, "",
+    // The protocol: 200 when ready, a 4xx status when not (400, as Triton).
+    respond(Answer(ready ? http::status::ok : http::status::bad_request, version, "",
                    "text/plain"));
   };
 
   // /v2/health/{live,ready}
   if (s.size() == 3 && s[0] == "v2" && s[1] == "health" && (s[2] == "live" || s[2] == "ready")) {
     if (verb != http::verb::get) return wrong_method("GET");
-    if (!allowed(Access::kHealth)) return;
     return ready_answer(s[2] == "live" ? true : kserve_->ServerReady());
   }
   // /v2
   if (s.size() == 1 && s[0] == "v2") {
     if (verb != http::verb::get) return wrong_method("GET");
-    if (!allowed(Access::kMetadata)) return;
     kv::ServerMetadataResponse metadata;
     kserve_->ServerMetadata(&metadata);
-    return respond(JsonAnswer(ToJson(metadata), version));
+    return respond(JsonAnswer(metadata, version));
   }
   // /v2/models/stats (every model)
   if (s.size() == 3 && s[0] == "v2" && s[1] == "models" && s[2] == "stats") {
     if (verb != http::verb::get) return wrong_method("GET");
-    if (!allowed(Access::kMetadata)) return;
     kv::ModelStatisticsResponse stats;
     absl::Status st = kserve_->ModelStatistics(kv::ModelStatisticsRequest(), &stats);
     if (!st.ok()) return respond(Error(st, version));
-    return respond(JsonAnswer(ToJson(stats), version));
+    return respond(JsonAnswer(stats, version));
   }
   // /v2/repository/...
   if (s.size() >= 3 && s[0] == "v2" && s[1] == "repository") {
@@ -241,7 +297,6 @@ void RestApi::Route(HttpRequest request, HttpRespond respond) const {
     absl::StatusOr<json> body = BodyObject(request);
     if (!body.ok()) return respond(Error(body.status(), version));
     if (s.size() == 3 && s[2] == "index") {
-      if (!allowed(Access::kMetadata)) return;
       kv::RepositoryIndexRequest index;
       if (auto it = body->find("ready"); it != body->end() && it->is_boolean()) {
         index.set_ready(it->get<bool>());
@@ -249,11 +304,14 @@ void RestApi::Route(HttpRequest request, HttpRespond respond) const {
       kv::RepositoryIndexResponse models;
       kserve_->RepositoryIndex(index, &models);
       json list = json::array();
-      for (const auto& m : models.models()) list.push_back(ToJson(m));
+      for (const auto& m : models.models()) {
+        absl::StatusOr<json> entry = ToJson(m);
+        if (!entry.ok()) return respond(Error(entry.status(), version));
+        list.push_back(*std::move(entry));
+      }
       return respond(JsonAnswer(list, version));
     }
     if (s.size() == 5 && s[2] == "models" && (s[4] == "load" || s[4] == "unload")) {
-      if (!allowed(Access::kModelControl)) return;
       auto done = [respond, version](absl::Status st) {
         respond(st.ok() ? Answer(http::status::ok, version, "", "text/plain") : Error(st, version));
       };
@@ -278,10 +336,9 @@ void RestApi::Route(HttpRequest request, HttpRespond respond) const {
     const std::string what = p->rest.size() == 1 ? p->rest[0] : p->rest.empty() ? "" : "?";
     if (what.empty() || what == "ready" || what == "config" || what == "stats") {
       if (verb != http::verb::get) return wrong_method("GET");
-      if (!allowed(what == "ready" ? Access::kHealth : Access::kMetadata)) return;
       if (what == "ready") return ready_answer(kserve_->ModelReady(p->name, p->version));
       absl::Status st;
-      json value;
+      absl::StatusOr<json> value;
       if (what.empty()) {
         kv::ModelMetadataRequest in;
         in.set_name(p->name);
@@ -309,7 +366,6 @@ void RestApi::Route(HttpRequest request, HttpRespond respond) const {
     }
     if (what == "infer") {
       if (verb != http::verb::post) return wrong_method("POST");
-      if (!allowed(Access::kInference)) return;
       std::optional<size_t> json_length;
       const auto length = request["Inference-Header-Content-Length"];
       if (!length.empty()) {
@@ -327,41 +383,41 @@ void RestApi::Route(HttpRequest request, HttpRespond respond) const {
       call->first = *std::move(parsed);
       call->first.request.set_model_name(p->name);
       call->first.request.set_model_version(p->version);
+      PreparationPool* pool = pool_;
       return kserve_->ModelInfer(
           &call->first.request, &call->second, CallContext(),
-          [call, respond, version](absl::Status st) {
+          [call, respond, version, pool](absl::Status st) {
             if (!st.ok()) return respond(Error(st, version));
-            InferBody body = WriteInferResponse(call->second, call->first.binary);
-            HttpResponse r = Answer(http::status::ok, version, std::move(body.body),
-                                    body.json_length ? "application/octet-stream"
-                                                     : "application/json");
-            if (body.json_length) {
-              r.set("Inference-Header-Content-Length", std::to_string(*body.json_length));
-            }
-            respond(std::move(r));
+            Deliver(pool, respond, version, [call, version] {
+              InferBody body = WriteInferResponse(call->second, call->first.binary);
+              HttpResponse r = Answer(http::status::ok, version, std::move(body.body),
+                                      body.json_length ? "application/octet-stream"
+                                                       : "application/json");
+              if (body.json_length) {
+                r.set("Inference-Header-Content-Length", std::to_string(*body.json_length));
+              }
+              return r;
+            });
           });
     }
     if (what == "explain") {
       if (verb != http::verb::post) return wrong_method("POST");
-      if (!allowed(Access::kInference)) return;
       return ServeV1<v1::ExplainRequest, v1::ExplainResponse>(
-          request.body(), *p, version, respond,
+          request.body(), *p, version, respond, pool_,
           [this](const v1::ExplainRequest* in, v1::ExplainResponse* out, FinishCall done) {
             v1_->Explain(in, out, CallContext(), std::move(done));
           });
     }
     if (what == "predict") {
       if (verb != http::verb::post) return wrong_method("POST");
-      if (!allowed(Access::kInference)) return;
       return ServeV1<v1::PredictRequest, v1::PredictResponse>(
-          request.body(), *p, version, respond,
+          request.body(), *p, version, respond, pool_,
           [this](const v1::PredictRequest* in, v1::PredictResponse* out, FinishCall done) {
             v1_->Predict(in, out, CallContext(), std::move(done));
           });
     }
     if (what == "gatescope") {
       if (verb != http::verb::get) return wrong_method("GET");
-      if (!allowed(Access::kMetadata)) return;
       v1::ModelMetadataRequest in;
       in.set_model_name(p->name);
       in.set_model_version(p->version);
@@ -369,7 +425,7 @@ void RestApi::Route(HttpRequest request, HttpRespond respond) const {
       if (absl::Status st = v1_->GetModelMetadata(in, &out); !st.ok()) {
         return respond(Error(st, version));
       }
-      return respond(JsonAnswer(ToJson(out), version));
+      return respond(JsonAnswer(out, version));
     }
   }
   respond(Error(absl::NotFoundError(absl::StrCat("no route for ", std::string(request.target()))),

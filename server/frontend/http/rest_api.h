@@ -2,10 +2,10 @@
 // data and classification extensions) plus the gatescope.v1 calls (protobuf's JSON
 // mapping), routed onto the same
 // KServeCore and V1Core the gRPC services use, so both protocols answer alike:
-//   GET  /v2/health/live | /v2/health/ready            200, or 503 when not ready
+//   GET  /v2/health/live | /v2/health/ready            200, or 400 when not ready
 //   GET  /v2                                           server metadata
 //   GET  /v2/models/M[/versions/V]                     model metadata
-//   GET  /v2/models/M[/versions/V]/ready               200, or 503
+//   GET  /v2/models/M[/versions/V]/ready               200, or 400
 //   GET  /v2/models/M[/versions/V]/config              Triton model configuration
 //   GET  /v2/models[/M[/versions/V]]/stats             statistics
 //   POST /v2/models/M[/versions/V]/infer               inference (JSON or binary tensors)
@@ -18,6 +18,8 @@
 // 404, 429, 500, 501, 503, 504). The caller's token is the Authorization header, checked
 // per call category as on gRPC.
 #pragma once
+
+#include <optional>
 
 #include "server/auth/access_control.h"
 #include "server/batching/preparation_pool.h"
@@ -40,11 +42,16 @@ class RestApi {
       : kserve_(kserve), v1_(v1), access_(access), pool_(pool) {}
 
   // The HttpHandler: answers at once, or (inference, explain, model control) from the
-  // thread that finishes the call.
+  // thread that finishes the call; answers carrying model outputs are written on the pool.
   void Handle(HttpRequest request, HttpRespond respond) const;
 
+  // The HttpServer's check_head: 401 / 403 (as JSON errors) when the caller's token may not
+  // call the route's category, before the body is read; nullopt otherwise.
+  std::optional<HttpResponse> CheckHead(const HttpRequest& head) const;
+
  private:
-  void Route(HttpRequest request, HttpRespond respond) const;
+  void RouteSafely(HttpRequest request, const HttpRespond& respond) const;
+  void Route(HttpRequest request, const HttpRespond& respond) const;
 
   KServeCore* const kserve_;
   const V1Core* const v1_;

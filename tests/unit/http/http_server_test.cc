@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -144,6 +145,79 @@ TEST(HttpServer, LimitsAnswerWithTheirStatuses) {
   EXPECT_NE(one("POST /ok HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi").find("/ok:hi"),
             std::string::npos);
   EXPECT_EQ(handled.load(), 1);
+}
+
+TEST(HttpServer, AHandlerThatDropsItsAnswerStillAnswers500) {
+  auto server = HttpServer::Start("127.0.0.1", 0, [](HttpRequest, HttpRespond respond) {
+                  HttpRespond copy = respond;  // copies share one answer; none is called
+                }).value();
+  const int fd = Connect(server->port());
+  Send(fd, "GET /x HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_NE(ReadResponse(fd).find("500"), std::string::npos);
+  close(fd);
+  server->Stop();  // nothing owed: returns
+}
+
+TEST(HttpServer, HeadCheckRefusesBeforeTheBodyAndTheBudgetBoundsBodies) {
+  std::vector<HttpRespond> held;  // answers kept back, so their bodies stay reserved
+  absl::Mutex mu;
+  HttpServerOptions options = Limits(1000);
+  options.memory_bytes = 100;
+  options.check_head = [](const HttpRequest& head) -> std::optional<HttpResponse> {
+    if (head[http::field::authorization] == "ok") return std::nullopt;
+    return HttpResponse{http::status::unauthorized, head.version()};
+  };
+  auto server = HttpServer::Start("127.0.0.1", 0,
+                                  [&](HttpRequest, HttpRespond respond) {
+                                    absl::MutexLock lock(&mu);
+                                    held.push_back(std::move(respond));
+                                  },
+                                  options)
+                    .value();
+  // Refused on its head: the 900 body bytes are never sent, the answer comes anyway.
+  const int refused = Connect(server->port());
+  Send(refused, "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 900\r\n\r\n");
+  EXPECT_NE(ReadResponse(refused).find("401"), std::string::npos);
+  close(refused);
+  auto post = [&](int bytes) {
+    const int fd = Connect(server->port());
+    Send(fd, absl::StrCat("POST / HTTP/1.1\r\nHost: t\r\nAuthorization: ok\r\n"
+                          "Content-Length: ", bytes, "\r\n\r\n", std::string(bytes, 'b')));
+    return fd;
+  };
+  const int first = post(80);  // held by the handler: 80 of 100 bytes reserved
+  for (int i = 0; i < 200; ++i) {
+    {
+      absl::MutexLock lock(&mu);
+      if (held.size() == 1) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const int second = post(50);  // 80 + 50 > 100
+  EXPECT_NE(ReadResponse(second).find("503"), std::string::npos);
+  close(second);
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(held.size(), 1u);
+    held[0](HttpResponse{http::status::ok, 11});
+  }
+  EXPECT_NE(ReadResponse(first).find("200"), std::string::npos);
+  close(first);
+  const int third = post(50);  // released once the first answer was written
+  {
+    for (int i = 0; i < 200; ++i) {
+      {
+        absl::MutexLock lock(&mu);
+        if (held.size() == 2) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    absl::MutexLock lock(&mu);
+    ASSERT_EQ(held.size(), 2u);
+    held[1](HttpResponse{http::status::ok, 11});
+  }
+  EXPECT_NE(ReadResponse(third).find("200"), std::string::npos);
+  close(third);
 }
 
 TEST(HttpServer, RefusesBadHostsAndTakenPorts) {
