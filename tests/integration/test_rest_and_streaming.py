@@ -355,3 +355,35 @@ def test_message_size_limit_is_a_flag(tmp_path_factory, images):
             assert status == (200 if passes else 413)
         finally:
             assert stop_server(srv) == 0, srv.log()
+
+
+def test_statistics_are_per_version(tmp_path_factory, images):
+    """Two versions of one model: each reports only the calls it answered."""
+    import shutil
+    from server_harness import REPO, import_api_modules, start_server, stop_server
+    repo = tmp_path_factory.mktemp("repo")
+    shutil.copytree(REPO / "model_repository" / MODEL, repo / MODEL)
+    shutil.copytree(repo / MODEL / "1", repo / MODEL / "2")
+    kv, kv_grpc, _, _ = import_api_modules(tmp_path_factory.mktemp("stubs"))
+    srv = start_server(tmp_path_factory.mktemp("server"), repo)
+    try:
+        with grpc.insecure_channel(srv.address) as channel:
+            stub = kv_grpc.GRPCInferenceServiceStub(channel)
+            x = normalised(images[:3])
+            req = grpc_infer(kv, MODEL, x)
+            req.model_version = "1"
+            stub.ModelInfer(req, timeout=60)
+            req.model_version = "2"
+            for _ in range(2):
+                stub.ModelInfer(req, timeout=60)
+            stats = stub.ModelStatistics(kv.ModelStatisticsRequest(name=MODEL), timeout=10)
+            by_version = {s.version: s for s in stats.model_stats}
+            assert set(by_version) == {"1", "2"}
+            assert by_version["1"].inference_stats.success.count == 3
+            assert by_version["2"].inference_stats.success.count == 6
+            assert by_version["1"].inference_count == 3 and by_version["2"].inference_count == 6
+            one = stub.ModelStatistics(kv.ModelStatisticsRequest(name=MODEL, version="2"),
+                                       timeout=10).model_stats
+            assert [s.version for s in one] == ["2"]
+    finally:
+        assert stop_server(srv) == 0, srv.log()
