@@ -17,7 +17,10 @@ absl::Status Invalid(std::string_view what) {
 void FillImageDefaults(InputSpec& in) {
   if (in.scale() == 0.f) in.set_scale(1.f / 255.f);
   if (in.color().empty() && in.shape_size() == 3) in.set_color(in.shape(0) == 3 ? "rgb" : "gray");
-  const int channels = in.shape_size() == 3 ? static_cast<int>(in.shape(0)) : 0;
+  // Defaults only for the channel counts a model may have (1, 3): the checks that follow
+  // refuse any other, and a declared count like 4444444441 must not be looped over first.
+  const int64_t declared = in.shape_size() == 3 ? in.shape(0) : 0;
+  const int channels = declared == 1 || declared == 3 ? static_cast<int>(declared) : 0;
   if (in.mean_size() == 0) {
     for (int c = 0; c < channels; ++c) in.add_mean(0.f);
   }
