@@ -13,22 +13,6 @@ namespace {
 
 using ::inference::ModelInferRequest;
 
-// Splits raw BYTES contents (uint32 length + bytes, repeated) into elements.
-absl::StatusOr<std::vector<std::string_view>> SplitRawBytes(const std::string& raw) {
-  std::vector<std::string_view> out;
-  size_t pos = 0;
-  while (pos < raw.size()) {
-    if (raw.size() - pos < 4) return InvalidInfer("truncated BYTES element length");
-    uint32_t len = 0;
-    std::memcpy(&len, raw.data() + pos, 4);
-    pos += 4;
-    if (raw.size() - pos < len) return InvalidInfer("truncated BYTES element");
-    out.emplace_back(raw.data() + pos, len);
-    pos += len;
-  }
-  return out;
-}
-
 absl::Status ReadBytes(const ModelInferRequest& request, KServeInput& in) {
   const bool raw = request.raw_input_contents_size() > 0;
   if (raw) {
@@ -66,6 +50,27 @@ absl::Status ReadNumbers(const ModelInferRequest& request, KServeInput& in) {
 
 absl::Status InvalidInfer(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("ModelInfer: ", what));
+}
+
+void AppendBytesElement(std::string_view element, std::string& raw) {
+  const uint32_t len = static_cast<uint32_t>(element.size());
+  raw.append(reinterpret_cast<const char*>(&len), 4);
+  raw.append(element);
+}
+
+absl::StatusOr<std::vector<std::string_view>> SplitRawBytes(std::string_view raw) {
+  std::vector<std::string_view> out;
+  size_t pos = 0;
+  while (pos < raw.size()) {
+    if (raw.size() - pos < 4) return InvalidInfer("truncated BYTES element length");
+    uint32_t len = 0;
+    std::memcpy(&len, raw.data() + pos, 4);
+    pos += 4;
+    if (raw.size() - pos < len) return InvalidInfer("truncated BYTES element");
+    out.emplace_back(raw.data() + pos, len);
+    pos += len;
+  }
+  return out;
 }
 
 absl::StatusOr<KServeInput> ReadSingleInput(const ModelInferRequest& request) {
@@ -148,9 +153,7 @@ absl::Status AppendClassification(const std::string& name, const std::vector<at:
       std::string element = absl::StrCat(absl::StrFormat("%f", values.data_ptr<double>()[j]),
                                          ":", index);
       if (index < static_cast<int64_t>(labels.size())) absl::StrAppend(&element, ":", labels[index]);
-      const uint32_t len = static_cast<uint32_t>(element.size());
-      raw.append(reinterpret_cast<const char*>(&len), 4);
-      raw.append(element);
+      AppendBytesElement(element, raw);
     }
   }
   auto* out = response->add_outputs();

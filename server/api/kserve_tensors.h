@@ -37,6 +37,12 @@ absl::StatusOr<KServeInput> ReadSingleInput(const ::inference::ModelInferRequest
 // INVALID_ARGUMENT ("ModelInfer: ...").
 absl::Status InvalidInfer(absl::string_view what);
 
+// KServe's raw BYTES contents: each element prefixed by its little-endian uint32 length.
+// AppendBytesElement adds one element to `raw`; SplitRawBytes views the elements of `raw`
+// (which must outlive them), INVALID_ARGUMENT when truncated.
+void AppendBytesElement(std::string_view element, std::string& raw);
+absl::StatusOr<std::vector<std::string_view>> SplitRawBytes(std::string_view raw);
+
 // KServe datatype name of a tensor's dtype ("FP32", "INT64", ...); tensors of other types
 // are sent as FP32.
 std::string KServeDatatype(const at::Tensor& t);

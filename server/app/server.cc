@@ -78,6 +78,13 @@ void WireHealth(HealthService* health, ModelRepository* repo) {
   });
 }
 
+// Threads of a preparation pool: --preparation_threads, or one per core.
+int PreparationThreads(const ServerOptions& options) {
+  return options.preparation_threads > 0
+             ? options.preparation_threads
+             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
   const Clock* clock = deps.clock ? deps.clock : RealClock::Get();
   RepositoryOptions repo;
@@ -88,10 +95,8 @@ absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
   RepositoryDeps rd;
   rd.loader = deps.loader ? deps.loader : &s.torchscript;
   rd.metrics = s.metrics.get();
-  const int threads = s.options.preparation_threads > 0
-                          ? s.options.preparation_threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  s.preparation = std::make_unique<PreparationPool>(threads, s.options.preparation_queue);
+  s.preparation = std::make_unique<PreparationPool>(PreparationThreads(s.options),
+                                                    s.options.preparation_queue);
   rd.schedulers =
       PreparingScheduler::Wrap(s.preparation.get(), clock, DynamicBatcher::Factory(clock));
   rd.clock = clock;
@@ -194,11 +199,8 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock,
 absl::Status StartRest(Server::State& s, const std::optional<HttpsCredentials>& pem) {
   if (s.options.http_port < 0) return absl::OkStatus();
   // As many parsing threads as decoding ones, and as many bodies waiting as images.
-  s.rest_pool = std::make_unique<PreparationPool>(
-      s.options.preparation_threads > 0
-          ? s.options.preparation_threads
-          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-      s.options.preparation_queue);
+  s.rest_pool = std::make_unique<PreparationPool>(PreparationThreads(s.options),
+                                                  s.options.preparation_queue);
   s.rest = std::make_unique<RestApi>(s.kserve_core.get(), s.v1.get(), s.access.get(),
                                      s.rest_pool.get());
   HttpServerOptions http;

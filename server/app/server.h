@@ -1,7 +1,7 @@
 // The whole server, started in-process: op library, model repository (with polling if
 // asked), Prometheus /metrics, the gatescope.v1, KServe v2, health and reflection
-// services on one gRPC port, and the KServe v2 REST API on its HTTP port. main.cc only turns flags into options and signals into
-// Shutdown; tests start it with fakes.
+// services on one gRPC port, and the KServe v2 REST API on its HTTP port. main.cc only
+// turns flags into options and signals into Shutdown; tests start it with fakes.
 #pragma once
 
 #include <map>

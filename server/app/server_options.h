@@ -83,8 +83,8 @@ struct ServerOptions {
 
 // INVALID_ARGUMENT naming the first option out of range (host per ValidateHost; ports
 // 0..65535, metrics -1 too; threads >= 0; batch size 1..4096; queue size >= 1; delay and
-// timeouts >= 0; instances 1..64; http port -1..65535; poll interval > 0; explain cap > 0; message size
-// 1 KiB..1 GiB; the gRPC limits per ValidateGrpcLimits).
+// timeouts >= 0; instances 1..64; http port -1..65535; poll interval > 0; explain cap > 0;
+// message size 1 KiB..1 GiB; the gRPC limits per ValidateGrpcLimits).
 absl::Status ValidateServerOptions(const ServerOptions& options);
 
 // OK for "localhost", an IPv4 literal or an IPv6 literal (no brackets, no zone);

@@ -160,10 +160,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     if (!parser_->is_done()) {  // a body follows
       const uint64_t declared = parser_->content_length().value_or(server_->options.body_limit);
       if (declared > server_->options.body_limit) {
-        return Reply(PlainAnswer(http::status::payload_too_large, head.version(),
-                                 absl::StrCat("request body over ", server_->options.body_limit,
-                                              " bytes\n")),
-                     false, false);
+        return Reply(TooLarge(head.version()), false, false);
       }
       if (!server_->Reserve(declared)) {
         return Reply(PlainAnswer(http::status::service_unavailable, head.version(),
@@ -171,16 +168,21 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
                      false, false);
       }
       reserved_ = declared;
-    }
-    if (beast::iequals(head[http::field::expect], "100-continue") && !parser_->is_done()) {
-      continue_.emplace(http::status::continue_, head.version());
-      return http::async_write(stream_, *continue_,
-                               [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                                 if (ec) return self->Close();
-                                 self->ReadBody();
-                               });
+      if (beast::iequals(head[http::field::expect], "100-continue")) {
+        continue_.emplace(http::status::continue_, head.version());
+        return http::async_write(stream_, *continue_,
+                                 [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                                   if (ec) return self->Close();
+                                   self->ReadBody();
+                                 });
+      }
     }
     ReadBody();
+  }
+
+  HttpResponse TooLarge(unsigned version) const {
+    return PlainAnswer(http::status::payload_too_large, version,
+                       absl::StrCat("request body over ", server_->options.body_limit, " bytes\n"));
   }
 
   void ReadBody() {
@@ -193,12 +195,7 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
 
   void OnReadError(beast::error_code ec) {
     const unsigned version = parser_->get().version() ? parser_->get().version() : 11;
-    if (ec == http::error::body_limit) {
-      return Reply(PlainAnswer(http::status::payload_too_large, version,
-                               absl::StrCat("request body over ", server_->options.body_limit,
-                                            " bytes\n")),
-                   false, false);
-    }
+    if (ec == http::error::body_limit) return Reply(TooLarge(version), false, false);
     if (ec == http::error::header_limit) {
       return Reply(PlainAnswer(http::status::request_header_fields_too_large, version,
                                "request head too large\n"),

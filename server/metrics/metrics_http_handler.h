@@ -2,6 +2,7 @@
 // (server/http) so that it can be fuzzed without sockets.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -18,10 +19,13 @@ struct MetricsEndpoint {
   const AccessControl* access = nullptr;  // not owned; null: open
 };
 
-// The limits a request is parsed with: heads up to 8 KiB, no body (GET only).
+// The limits a request is parsed with: heads up to 8 KiB, no body (GET only). The server
+// (HttpServerOptions) and the fuzzer (LimitMetricsRequest) both take them from here.
+inline constexpr uint32_t kMetricsHeaderLimit = 8192;
+inline constexpr uint64_t kMetricsBodyLimit = 0;
 inline void LimitMetricsRequest(http::request_parser<http::string_body>& parser) {
-  parser.header_limit(8192);
-  parser.body_limit(0);
+  parser.header_limit(kMetricsHeaderLimit);
+  parser.body_limit(kMetricsBodyLimit);
 }
 
 // GET /metrics (or /metrics?...): 200 with the text format, or 401 when `access` refuses the

@@ -53,7 +53,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   HttpServerOptions http;
   http.name = "metrics";
   http.https = std::move(options.https);
-  http.body_limit = 0;  // GET only
+  http.header_limit = kMetricsHeaderLimit;
+  http.body_limit = kMetricsBodyLimit;  // GET only
   http.request_timeout = kReadTimeout;
   http.write_timeout = kWriteTimeout;
   http.max_connections = kMaxConnections;

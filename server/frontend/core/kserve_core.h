@@ -65,8 +65,6 @@ class KServeCore {
   void RepositoryModelUnload(const ::inference::RepositoryModelUnloadRequest& request,
                              FinishCall finish);
 
-  const ModelRepository& repository() const { return *repository_; }
-
  private:
   void Control(std::function<absl::Status()> work, FinishCall finish);
 

@@ -1,8 +1,11 @@
 // KServe v2 model information: ModelMetadata, ModelConfig (Triton's schema, with the
 // instance groups as resolved: KIND_CPU or KIND_GPU with their GPUs), ModelStatistics and
 // RepositoryIndex. Part of KServeCore (kserve_core.h).
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "server/frontend/core/kserve_core.h"
 #include "server/repository/repository_names.h"
@@ -45,28 +48,6 @@ void FillDynamicBatching(const DynamicBatchingConfig& b, kv::ModelDynamicBatchin
   qp->set_max_queue_size(b.queue_policy.max_queue_size);
 }
 
-// A JSON array of strings (labels may hold any character).
-std::string JsonStrings(const google::protobuf::RepeatedPtrField<std::string>& items) {
-  std::string out = "[";
-  for (int i = 0; i < items.size(); ++i) {
-    if (i > 0) out += ",";
-    out += "\"";
-    for (const char ch : items[i]) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c == '"' || c == '\\') {
-        out += '\\';
-        out += ch;
-      } else if (c < 0x20) {
-        out += absl::StrFormat("\\u%04x", c);
-      } else {
-        out += ch;
-      }
-    }
-    out += "\"";
-  }
-  return out + "]";
-}
-
 // What ModelMetadata cannot say (one datatype per input, no preprocessing, no labels), as
 // Triton-style string parameters: the input datatypes ModelInfer accepts besides the
 // declared FP32 (UINT8 pixels and BYTES encoded images are normalised by the server as
@@ -87,7 +68,11 @@ void FillParameters(const ModelConfig& config,
     set("input_mean", absl::StrJoin(config.input().mean(), ","));
     set("input_std", absl::StrJoin(config.input().std(), ","));
   }
-  if (config.labels_size() > 0) set("labels", JsonStrings(config.labels()));
+  if (config.labels_size() > 0) {
+    const nlohmann::json labels(
+        std::vector<std::string>(config.labels().begin(), config.labels().end()));
+    set("labels", labels.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
 }
 
 // Triton's model configuration of a ready model: its tensors, the instance groups as

@@ -1,7 +1,7 @@
 #include "server/frontend/grpc/inference_service.h"
 
 #include "server/frontend/grpc/authorize.h"
-#include "server/frontend/grpc/kserve_service.h"  // FinishNow, ContextOf
+#include "server/frontend/grpc/kserve_service.h"  // FinishNow, FinishReactor, ContextOf
 #include "server/frontend/grpc/status_mapping.h"
 #include "server/frontend/grpc/wire_message.h"
 
@@ -19,14 +19,6 @@ InferenceService::InferenceService(const V1Core* core, const AccessControl* acce
   MarkMethodCallback(MethodIndex(kService, "GetModelMetadata"),
                      ParsingUnaryHandler(this, &InferenceService::GetModelMetadata));
 }
-
-namespace {
-
-FinishCall FinishReactor(grpc::ServerUnaryReactor* reactor) {
-  return [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); };
-}
-
-}  // namespace
 
 grpc::ServerUnaryReactor* InferenceService::Predict(grpc::CallbackServerContext* context,
                                                     const v1::PredictRequest* request,

@@ -14,6 +14,10 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
   return reactor;
 }
 
+FinishCall FinishReactor(grpc::ServerUnaryReactor* reactor) {
+  return [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); };
+}
+
 CallContext ContextOf(grpc::CallbackServerContext* ctx) {
   CallContext context;
   const auto deadline = ctx->deadline();
@@ -102,8 +106,7 @@ grpc::ServerUnaryReactor* KServeService::ModelInfer(Ctx* ctx,
                                                     kv::ModelInferResponse* response) {
   GATESCOPE_AUTHORIZE(kInference)
   auto* reactor = ctx->DefaultReactor();
-  core_->ModelInfer(request, response, ContextOf(ctx),
-                    [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
+  core_->ModelInfer(request, response, ContextOf(ctx), FinishReactor(reactor));
   return reactor;
 }
 
@@ -111,8 +114,7 @@ grpc::ServerUnaryReactor* KServeService::RepositoryModelLoad(
     Ctx* ctx, const kv::RepositoryModelLoadRequest* request, kv::RepositoryModelLoadResponse*) {
   GATESCOPE_AUTHORIZE(kModelControl)
   auto* reactor = ctx->DefaultReactor();
-  core_->RepositoryModelLoad(*request,
-                             [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
+  core_->RepositoryModelLoad(*request, FinishReactor(reactor));
   return reactor;
 }
 
@@ -121,8 +123,7 @@ grpc::ServerUnaryReactor* KServeService::RepositoryModelUnload(
     kv::RepositoryModelUnloadResponse*) {
   GATESCOPE_AUTHORIZE(kModelControl)
   auto* reactor = ctx->DefaultReactor();
-  core_->RepositoryModelUnload(*request,
-                               [reactor](absl::Status st) { reactor->Finish(ToGrpcStatus(st)); });
+  core_->RepositoryModelUnload(*request, FinishReactor(reactor));
   return reactor;
 }
 

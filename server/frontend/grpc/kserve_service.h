@@ -20,6 +20,9 @@ namespace gatescope {
 // Finishes the call's default reactor with `status` at once.
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& status);
 
+// The core's FinishCall for a unary call: finishes `reactor` with the status.
+FinishCall FinishReactor(grpc::ServerUnaryReactor* reactor);
+
 class KServeService final : public ::inference::GRPCInferenceService::CallbackService {
  public:
   // Requests of one ModelStreamInfer running or answered but not yet taken by the client:

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/api/kserve_tensors.h"
 
 namespace gatescope {
 namespace {
@@ -84,10 +85,7 @@ absl::StatusOr<std::string> RawFromJson(const std::string& datatype, const json&
     absl::Status st;
     if (datatype == "BYTES") {
       if (!v->is_string()) return Invalid("BYTES data must be strings");
-      const std::string& s = v->get_ref<const std::string&>();
-      const uint32_t len = static_cast<uint32_t>(s.size());
-      raw.append(reinterpret_cast<const char*>(&len), 4);
-      raw.append(s);
+      AppendBytesElement(v->get_ref<const std::string&>(), raw);
       continue;
     }
     if (datatype == "BOOL") st = AppendNumber<bool>(*v, raw);
@@ -233,13 +231,9 @@ json JsonData(const std::string& datatype, const std::string& raw) {
   else if (datatype == "UINT8") AppendValues<uint8_t>(raw, data);
   else if (datatype == "BOOL") AppendValues<bool>(raw, data);
   else if (datatype == "BYTES") {
-    size_t pos = 0;
-    while (pos + 4 <= raw.size()) {
-      uint32_t len = 0;
-      std::memcpy(&len, raw.data() + pos, 4);
-      pos += 4;
-      data.push_back(raw.substr(pos, len));
-      pos += len;
+    // The server's own outputs, well formed; malformed contents give an empty array.
+    if (auto elements = SplitRawBytes(raw); elements.ok()) {
+      for (std::string_view e : *elements) data.push_back(std::string(e));
     }
   }
   return data;
