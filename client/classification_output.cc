@@ -1,5 +1,6 @@
 #include "client/classification_output.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "client/file_io.h"
@@ -80,27 +81,31 @@ absl::Status CheckExplainResponse(const ExplainResponse& resp) {
   return st;
 }
 
-cv::Mat ExplainPanel(const cv::Mat& image, const ExplainResponse& resp) {
-  const cv::Size tile = TileSize(image.size());
-  std::vector<cv::Mat> tiles = {InputTile(image, tile)};
-  std::vector<std::string> captions = {"input"};
-  auto add = [&](const cv::Mat& map, const std::string& caption) {
-    tiles.push_back(OverlayTile(image, map, tile));
-    captions.push_back(caption);
-  };
-  if (resp.has_rollout()) add(GridMat(resp.rollout()), "rollout");
+std::string TopClassText(const ClassList& classes) {
+  if (classes.empty()) return "";
+  char score[16];
+  std::snprintf(score, sizeof(score), "%.3f", classes.Get(0).probability());
+  return classes.Get(0).label() + " " + score;
+}
+
+cv::Mat ExplainPanel(const cv::Mat& image, const ExplainResponse& resp, const std::string& model,
+                     ScaleMode scale) {
+  MapPanel panel(image, TileSize(image.size()), scale);
+  panel.AddInput();
+  if (resp.has_rollout()) panel.AddMap(GridMat(resp.rollout()), "rollout", "rollout");
   for (int l = 0; l < resp.gates_size(); ++l) {
-    add(HeadMeanMat(resp.gates(l)), "gate L" + std::to_string(l));
+    panel.AddMap(HeadMeanMat(resp.gates(l)), "gate L" + std::to_string(l), "gate");
   }
   for (int l = 0; l < resp.resonance_size(); ++l) {
-    add(HeadMeanMat(resp.resonance(l)), "res L" + std::to_string(l));
+    panel.AddMap(HeadMeanMat(resp.resonance(l)), "res L" + std::to_string(l), "resonance");
   }
   for (int l = 0; l < resp.plug_gates_size(); ++l) {
-    const cv::Mat row = GateRowMat(resp.plug_gates(l));
+    cv::Mat row = GateRowMat(resp.plug_gates(l));
     if (row.empty()) break;  // tokens are not a class token plus a square grid
-    add(row, "plug L" + std::to_string(l));
+    panel.AddMap(std::move(row), "plug L" + std::to_string(l), "plug");
   }
-  return ComposePanel(tiles, captions);
+  return panel.Render(model + ": " + TopClassText(resp.classes()) + "  (scale: " +
+                      ScaleModeName(scale) + ")");
 }
 
 absl::StatusOr<std::vector<std::string>> WriteNpyOutputs(const std::string& file,

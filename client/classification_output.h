@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/panel.h"
 #include "gatescope/v1/inference.pb.h"
 
 namespace gatescope::client {
@@ -25,8 +26,14 @@ std::string TopClassesJson(const ClassList& classes);
 absl::Status CheckExplainResponse(const ::gatescope::v1::ExplainResponse& resp);
 
 // The input tile, then the rollout, the head-mean gate and resonance map of every layer and
-// the PLuG gate row of every layer (those `resp` holds) over `image`, captioned.
-cv::Mat ExplainPanel(const cv::Mat& image, const ::gatescope::v1::ExplainResponse& resp);
+// the PLuG gate row of every layer (those `resp` holds) over `image`, captioned; each kind
+// of map on one scale across layers (ScaleMode::kShared) or per tile; titled with
+// `model` and the top class with its score.
+cv::Mat ExplainPanel(const cv::Mat& image, const ::gatescope::v1::ExplainResponse& resp,
+                     const std::string& model, ScaleMode scale);
+
+// "label 0.93" of the top class; "" if there is none.
+std::string TopClassText(const ClassList& classes);
 
 // Writes the raw maps of `resp` as <stem>.<map>.npy files and <stem>.json (the classes and
 // the .npy file names); returns the .npy paths. `req` names the attention layers.

@@ -18,12 +18,16 @@ namespace gatescope::client {
 absl::StatusOr<ExitCode> RunPredict(const Connection& server, const PredictOptions& options);
 
 // explain.cc: one line per input naming the files written; with options.compare, RunCompare.
+// Refuses an --out holding an earlier run unless --overwrite; writes run.json and
+// index.html there at the end (run_record.h). predict does the same when it has an --out.
 absl::StatusOr<ExitCode> RunExplain(const Connection& server, const ExplainOptions& options);
 
 // compare.cc: per input <stem>.compare.png, each compared model's rollout over the input
-// captioned "<model>: <top-1 label>" (a grey "<model>: error" tile where it failed, with an
-// error line naming the model). Expects options.out_dir to exist.
-absl::StatusOr<ExitCode> RunCompare(const Connection& server, const ExplainOptions& options);
+// captioned "<model>: <top-1 label> <score>" (a grey "<model>: error" tile where it failed,
+// with an error line naming the model), on one colour scale unless --scale tile. Expects
+// options.out_dir to exist; prints to `report`.
+absl::Status RunCompare(const Connection& server, const ExplainOptions& options,
+                        Report& report);
 
 // server_info.cc: one line per model (ListModels); the health of the server or of a
 // model (kNotServing when it answers anything but SERVING); one line per service that

@@ -169,8 +169,8 @@ absl::Status FromGrpc(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-absl::StatusOr<v1::ModelConfig> FetchModelConfig(const InferenceClient& client,
-                                                 const ModelTarget& target) {
+absl::StatusOr<v1::ModelMetadataResponse> FetchModelMetadata(const InferenceClient& client,
+                                                             const ModelTarget& target) {
   v1::ModelMetadataRequest request;
   request.set_model_name(target.model);
   request.set_model_version(target.version);
@@ -181,7 +181,7 @@ absl::StatusOr<v1::ModelConfig> FetchModelConfig(const InferenceClient& client,
     return absl::UnavailableError("model '" + response->name() + "' version '" +
                                   response->version() + "' is not ready");
   }
-  return response->config();
+  return *response;
 }
 
 absl::StatusOr<v1::PredictResponse> CallPredict(const InferenceClient& client,

@@ -72,10 +72,11 @@ struct InferenceClient {
   std::unique_ptr<v1::Inference::Stub> stub;
 };
 
-// The config of `target`'s model from GetModelMetadata (10 s deadline). The server's
-// error when the call fails; UNAVAILABLE when the model is known but not ready (it failed
-// to load, or is loading), since its metadata then cannot be trusted.
-absl::StatusOr<v1::ModelConfig> FetchModelConfig(const InferenceClient& client,
+// `target`'s metadata from GetModelMetadata (10 s deadline): the version that answers and
+// the model's config. The server's error when the call fails; UNAVAILABLE when the model
+// is known but not ready (it failed to load, or is loading), since its metadata then
+// cannot be trusted.
+absl::StatusOr<v1::ModelMetadataResponse> FetchModelMetadata(const InferenceClient& client,
                                                  const ModelTarget& target);
 
 // Predict and Explain with a deadline `timeout_ms` from now; the server's error (or the

@@ -55,7 +55,8 @@ absl::Status WritePicture(const std::string& path, const cv::Mat& picture, const
 // The encoder gate panel: the input, then each (layer, level) map averaged over heads and
 // sampled levels. Writes the .npy files too.
 absl::Status WriteEncoderGates(const std::string& prefix, const cv::Mat& image,
-                               const ::gatescope::v1::ExplainResponse& resp, std::string& json,
+                               const ::gatescope::v1::ExplainResponse& resp,
+                               const OutputSettings& settings, std::string& json,
                                std::vector<std::string>& npy) {
   // Each map is [M, L, h, w] and the maps come level by level: L per encoder layer.
   const Tensor& first = resp.encoder_plug_gates(0);
@@ -63,9 +64,8 @@ absl::Status WriteEncoderGates(const std::string& prefix, const cv::Mat& image,
   if (levels <= 0 || resp.encoder_plug_gates_size() % levels != 0) {
     return absl::DataLossError("encoder_plug_gates do not come in whole layers of levels");
   }
-  const cv::Size tile = TileSize(image.size(), 112, 256);
-  std::vector<cv::Mat> tiles = {InputTile(image, tile)};
-  std::vector<std::string> captions = {"input"};
+  MapPanel panel(image, TileSize(image.size(), 112, 256), settings.scale);
+  panel.AddInput();
   for (int i = 0; i < resp.encoder_plug_gates_size(); ++i) {
     const Tensor& g = resp.encoder_plug_gates(i);
     if (!WellFormed(g, 4))
@@ -74,12 +74,15 @@ absl::Status WriteEncoderGates(const std::string& prefix, const cv::Mat& image,
     GS_RETURN_IF_ERROR(Write(prefix + "encoder_plug_gate." + name + ".npy", g, npy));
     const cv::Mat mean = HeadMean(Floats(g), static_cast<int>(g.shape(0) * g.shape(1)),
                                   static_cast<int>(g.shape(2)), static_cast<int>(g.shape(3)));
-    tiles.push_back(OverlayTile(image, mean, tile));
-    captions.push_back("gate " + name + " (" + std::to_string(g.shape(2)) + "x" +
-                       std::to_string(g.shape(3)) + ")");
+    panel.AddMap(mean,
+                 "gate " + name + " (" + std::to_string(g.shape(2)) + "x" +
+                     std::to_string(g.shape(3)) + ")",
+                 "gate");
   }
-  return WritePicture(prefix + "encoder_plug_gates.png", ComposePanel(tiles, captions),
-                      "encoder_plug_gates", json);
+  const std::string title = settings.model + ": " + DetectionSummary(resp.detections()) +
+                            "  (scale: " + ScaleModeName(settings.scale) + ")";
+  return WritePicture(prefix + "encoder_plug_gates.png",
+                      Rendered([&] { return panel.Render(title); }), "encoder_plug_gates", json);
 }
 
 // Writes detection `i`'s maps as .npy files; returns the last decoder layer's sampling
@@ -115,6 +118,12 @@ absl::StatusOr<DrawnPoints> WriteDetectionMaps(const std::string& prefix, int i,
   return points;
 }
 
+size_t CountPoints(const std::vector<DrawnPoints>& points) {
+  size_t n = 0;
+  for (const DrawnPoints& p : points) n += p.points.size();
+  return n;
+}
+
 }  // namespace
 
 std::string DetectionsJson(const Detections& detections) {
@@ -131,15 +140,27 @@ std::string DetectionsJson(const Detections& detections) {
 }
 
 absl::Status WriteDetectionPicture(const std::string& prefix, const cv::Mat& image,
-                                   const Detections& detections, std::string& json) {
+                                   const Detections& detections, const OutputSettings& settings,
+                                   std::string& json) {
   if (image.empty()) return absl::InvalidArgumentError("boxes.png needs an encoded image input");
-  return WritePicture(prefix + "boxes.png", DetectionPicture(image, BoxesOf(detections)), "boxes",
-                      json);
+  DetectionDrawing drawing;
+  drawing.boxes = BoxesOf(detections);
+  drawing.title = settings.model + ": " + DetectionSummary(detections);
+  return WritePicture(prefix + "boxes.png", Rendered([&] { return DetectionPicture(image, drawing); }),
+                      "boxes", json);
+}
+
+std::string DetectionSummary(const Detections& detections) {
+  if (detections.empty()) return "no detections";
+  char score[16];
+  std::snprintf(score, sizeof(score), "%.2f", detections.Get(0).score());
+  return std::to_string(detections.size()) + " detection" + (detections.size() > 1 ? "s" : "") +
+         ", best " + detections.Get(0).label() + " " + score;
 }
 
 absl::Status WriteDetectionExplainFiles(const std::string& prefix, const cv::Mat& image,
                                         const ::gatescope::v1::ExplainResponse& resp,
-                                        std::string& json) {
+                                        const OutputSettings& settings, std::string& json) {
   if (resp.detection_maps_size() != resp.detections_size()) {
     return absl::DataLossError("the response has maps for " +
                                std::to_string(resp.detection_maps_size()) + " of " +
@@ -153,11 +174,18 @@ absl::Status WriteDetectionExplainFiles(const std::string& prefix, const cv::Mat
     points.push_back(std::move(p));
   }
   if (!image.empty()) {
+    DetectionDrawing drawing;
+    drawing.boxes = BoxesOf(resp.detections());
+    drawing.points = points;
+    drawing.title = settings.model + ": " + DetectionSummary(resp.detections()) +
+                    ", last decoder layer's sampling points";
     GS_RETURN_IF_ERROR(WritePicture(prefix + "sampling_points.png",
-                                    DetectionPicture(image, BoxesOf(resp.detections()), points),
+                                    Rendered([&] { return DetectionPicture(image, drawing); }),
                                     "sampling_points", json));
+    json += ",\"points_outside\":" + std::to_string(PointsOutside(points, image.size())) +
+            ",\"points\":" + std::to_string(CountPoints(points));
     if (resp.encoder_plug_gates_size() > 0) {
-      GS_RETURN_IF_ERROR(WriteEncoderGates(prefix, image, resp, json, npy));
+      GS_RETURN_IF_ERROR(WriteEncoderGates(prefix, image, resp, settings, json, npy));
     }
   }
   json += ",\"npy\":" + JsonStringArray(npy);

@@ -28,13 +28,28 @@ struct DrawnPoints {
 // that makes the height at least `min_height` (1 for tall enough inputs).
 int DetectionScale(cv::Size input, int min_height = 384);
 
-// `image` (8-bit BGR or grayscale) enlarged by DetectionScale (nearest neighbour), each
-// box drawn in ClassColor(label + 1) with its caption above it (inside the picture), and
-// each detection's points as filled dots in its colour, radius growing with the weight
-// (weights are relative to the largest of that detection). Detections are drawn last to
-// first, so the first (the highest-scoring, in a response's order) ends on top. Points and
-// boxes outside the picture are clipped by the drawing.
-cv::Mat DetectionPicture(const cv::Mat& image, const std::vector<DrawnBox>& boxes,
-                         const std::vector<DrawnPoints>& points = {});
+// What DetectionPicture draws besides the image.
+struct DetectionDrawing {
+  std::vector<DrawnBox> boxes;        // detections, highest score first
+  std::vector<DrawnPoints> points;    // sampling points per detection (may be empty)
+  std::vector<DrawnBox> truth;        // ground-truth boxes (white, dashed), may be empty
+  bool density = false;               // colour the weighted density of all points under them
+  std::string title;                  // printed above the picture when not empty
+};
+
+// `image` (8-bit BGR or grayscale) enlarged by DetectionScale (nearest neighbour), with:
+// each box in ClassColor(label + 1) with its caption placed where it overlaps no other
+// caption (above the box, inside it, below it, or stacked further down), drawn last to
+// first so the first (highest-scoring) ends on top; each detection's points as dots in its
+// colour, radius growing with the weight (relative to that detection's largest); with
+// `density`, the attention-weighted density of every point on the viridis scale under them.
+// When there are points, a margin around the image (a quarter of each side) shows points
+// that fall outside it, and a footer counts them ("N of M sampling points (P %) outside the
+// image"; beyond the margin they are pinned to its edge). Ground-truth boxes are dashed
+// white. Empty if `image` is.
+cv::Mat DetectionPicture(const cv::Mat& image, const DetectionDrawing& drawing);
+
+// The number of `points` outside [0, size.width) x [0, size.height).
+int PointsOutside(const std::vector<DrawnPoints>& points, cv::Size size);
 
 }  // namespace gatescope::client

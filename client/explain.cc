@@ -7,6 +7,7 @@
 #include "client/model_output.h"
 #include "client/output_paths.h"
 #include "client/requests.h"
+#include "client/run_record.h"
 #include "server/common/status_macros.h"
 
 namespace gatescope::client {
@@ -17,6 +18,7 @@ OutputSettings SettingsOf(const ExplainOptions& options) {
   settings.out_dir = options.out_dir;
   settings.several_inputs = options.files.size() > 1;
   settings.json_maps = options.json_maps;
+  settings.scale = options.scale;
   if (options.query) {
     settings.query.emplace();
     settings.query->set_y(options.query->y);
@@ -36,20 +38,31 @@ void ExplainOne(const InferenceClient& client, const ExplainOptions& options,
       report);
 }
 
+// Explains every input with one model.
+absl::Status ExplainAll(const Connection& server, const ExplainOptions& options, Report& report) {
+  const InferenceClient client(server);
+  GS_ASSIGN_OR_RETURN(
+      std::unique_ptr<TaskOutput> task,
+      OpenTaskOutput(client, options.target, SettingsOf(options), options.files, report));
+  if (task == nullptr) return absl::OkStatus();  // the metadata call failed every input
+  for (const std::string& file : options.files) {
+    ExplainOne(client, options, file, *task, report);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ExitCode> RunExplain(const Connection& server, const ExplainOptions& options) {
   GS_RETURN_IF_ERROR(MakeOutDir(options.out_dir));
-  if (!options.compare.empty()) return RunCompare(server, options);
-  const InferenceClient client(server);
+  GS_RETURN_IF_ERROR(ClaimOutDir(options.out_dir, options.run.overwrite));
   Report report;
-  GS_ASSIGN_OR_RETURN(
-      std::unique_ptr<TaskOutput> task,
-      OpenTaskOutput(client, options.target, SettingsOf(options), options.files, report));
-  if (task == nullptr) return report.exit_code();  // the metadata call failed every input
-  for (const std::string& file : options.files) {
-    ExplainOne(client, options, file, *task, report);
+  if (options.compare.empty()) {
+    GS_RETURN_IF_ERROR(ExplainAll(server, options, report));
+  } else {
+    GS_RETURN_IF_ERROR(RunCompare(server, options, report));
   }
+  GS_RETURN_IF_ERROR(WriteRunRecord(options.out_dir, options.run, report));
   return report.exit_code();
 }
 

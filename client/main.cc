@@ -41,7 +41,10 @@ constexpr char kExplainOutput[] =
     "Writes under --out and prints one JSON line per input naming the files: classifiers "
     "<file name>.panel.png, .json, .npy maps (.rollout.png with --rollout); segmentation "
     "mask.png, gates.png, query_attention.png and .npy maps; detection sampling_points.png, "
-    "encoder_plug_gates.png and .npy maps; --compare <file name>.compare.png.";
+    "encoder_plug_gates.png and .npy maps; --compare <file name>.compare.png. Every --out "
+    "gets run.json (model, version, options, server, time, every output) and index.html "
+    "(the pictures with captions); an --out holding an earlier run.json is refused unless "
+    "--overwrite.";
 
 // The input files of predict and explain: --image FILE, then the positional FILEs.
 struct InputFlags {
@@ -93,6 +96,8 @@ void AddPredict(CLI::App& cmd, PredictOptions& o, InputFlags& inputs) {
       ->needs(raw_shape);
   CLI::Option* out = cmd.add_option("--out", o.out_dir,
                                     "segmentation/detection: write pictures to this directory");
+  cmd.add_flag("--overwrite", o.run.overwrite,
+               "write into an --out that holds an earlier run's run.json");
   cmd.add_flag("--probabilities", o.probabilities,
                "segmentation: also write probabilities.npy [classes, H, W]")
       ->needs(out);
@@ -143,14 +148,32 @@ void AddExplain(CLI::App& cmd, ExplainOptions& o, std::string& format, InputFlag
   AddTarget(cmd, o.target);
   CLI::Option_group* which = cmd.add_option_group("model", "one model, or models to compare");
   which->add_option("--model", o.target.model, "model name");
-  AddList(*which, "--compare", o.compare,
-          "classifiers: <stem>.compare.png with each model's rollout (MODEL1,MODEL2,...)");
+  CLI::Option* compare = AddList(
+      *which, "--compare", o.compare,
+      "<stem>.compare.png: models of one task side by side (MODEL1,MODEL2,...): classifiers' "
+      "rollouts; segmenters' masks and query attention per stage with their difference; "
+      "detectors' boxes and sampling points");
   which->require_option(1);
+  cmd.add_option("--gt", o.gt,
+                 "with --compare and one input: ground truth, a PNG of class indices "
+                 "(segmentation: Dice per model) or a CSV of boxes x1,y1,x2,y2[,label] "
+                 "(detection: boxes found)")
+      ->needs(compare)
+      ->check(CLI::ExistingFile);
   AddExplainMaps(cmd, o);
   AddRolloutFlags(cmd, o.rollout_flags);
   cmd.add_option("--format", format, "classifiers: maps as .npy files, or all in <stem>.json")
       ->check(CLI::IsMember({"npy", "json"}));
   cmd.add_option("--out", o.out_dir, "directory for the pictures and maps")->required();
+  cmd.add_flag("--overwrite", o.run.overwrite,
+               "write into an --out that holds an earlier run's run.json");
+  cmd.add_option_function<std::string>(
+         "--scale",
+         [&o](const std::string& name) { o.scale = *ParseScaleMode(name); },
+         "colour scales: one per kind of map across layers, stages and compared models "
+         "(shared), or one per tile")
+      ->check(CLI::IsMember({"shared", "tile"}))
+      ->default_str("shared");
   AddDetection(cmd, o.detection);
   AddInputs(cmd, inputs);
 }
@@ -192,11 +215,20 @@ int Run(int argc, char** argv) {
   const absl::StatusOr<Connection> server = OpenConnection(connection);
   if (!server.ok()) return UsageError(app, std::string(server.status().message()));
 
+  RunFlags run;
+  run.command_line.assign(argv, argv + argc);
+  run.server = connection.server;
   absl::StatusOr<ExitCode> result;
   if (predict_cmd->parsed()) {
+    run.overwrite = predict.run.overwrite;
+    run.command = "predict";
+    predict.run = run;
     predict.files = inputs.All();
     result = RunPredict(*server, predict);
   } else if (explain_cmd->parsed()) {
+    run.overwrite = explain.run.overwrite;
+    run.command = "explain";
+    explain.run = run;
     explain.files = inputs.All();
     explain.json_maps = format == "json";
     result = RunExplain(*server, explain);

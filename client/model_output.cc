@@ -9,13 +9,17 @@ absl::StatusOr<std::unique_ptr<TaskOutput>> OpenTaskOutput(const InferenceClient
                                                            OutputSettings settings,
                                                            const std::vector<std::string>& inputs,
                                                            Report& report) {
-  absl::StatusOr<v1::ModelConfig> config = FetchModelConfig(client, target);
-  if (!config.ok()) {
-    for (const std::string& file : inputs) report.ServerFailure(file, config.status());
+  absl::StatusOr<v1::ModelMetadataResponse> metadata = FetchModelMetadata(client, target);
+  if (!metadata.ok()) {
+    for (const std::string& file : inputs) report.ServerFailure(file, metadata.status());
     return nullptr;
   }
-  settings.labels.assign(config->labels().begin(), config->labels().end());
-  return NewTaskOutput(config->task(), std::move(settings));
+  const v1::ModelConfig& config = metadata->config();
+  settings.model = metadata->name();
+  settings.version = metadata->version();
+  settings.labels.assign(config.labels().begin(), config.labels().end());
+  report.SetModel(settings.model, settings.version, config.task());
+  return NewTaskOutput(config.task(), std::move(settings));
 }
 
 }  // namespace gatescope::client

@@ -15,7 +15,7 @@
 namespace gatescope::client {
 
 // Fetches `target`'s metadata (blocking) and makes the TaskOutput of its task, with its
-// labels added to `settings`. When the metadata call fails, every one of `inputs` fails
+// name, served version and labels added to `settings` (and recorded in `report`). When the metadata call fails, every one of `inputs` fails
 // with that error (printed to `report`) and the result is null; a task the client does
 // not know is an error.
 absl::StatusOr<std::unique_ptr<TaskOutput>> OpenTaskOutput(const InferenceClient& client,

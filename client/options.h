@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/scale_mode.h"
+
 namespace gatescope::client {
 
 inline constexpr char kDefaultServer[] = "127.0.0.1:8001";
@@ -54,6 +58,16 @@ struct QueryPoint {
   int x = 0;
 };
 
+// How a command that writes files was run, for its run record (run_record.h); main()
+// fills it.
+struct RunFlags {
+  std::string command;                    // "predict" | "explain"
+  std::vector<std::string> command_line;  // argv as given: the exact options
+  std::string server;                     // as given to --server
+  bool overwrite = false;                 // --overwrite: reuse a directory of an earlier run
+  absl::Time started = absl::Now();
+};
+
 struct PredictOptions {
   ModelTarget target;
   int top_k = 5;
@@ -63,6 +77,7 @@ struct PredictOptions {
   bool probabilities = false;       // segmentation, with out_dir
   DetectionFlags detection;
   std::vector<std::string> files;  // --image first, then the positional files
+  RunFlags run;
 };
 
 struct ExplainOptions {
@@ -73,9 +88,12 @@ struct ExplainOptions {
   std::optional<QueryPoint> query;  // segmentation
   RolloutFlags rollout_flags;
   bool json_maps = false;  // --format json: every map in <stem>.json instead of .npy files
+  ScaleMode scale = ScaleMode::kShared;  // --scale: one colour scale per kind of map, or per tile
+  std::string gt;  // --gt with --compare: a label PNG (segmentation) or boxes CSV (detection)
   std::string out_dir;
   DetectionFlags detection;
   std::vector<std::string> files;
+  RunFlags run;
 };
 
 struct HealthOptions {

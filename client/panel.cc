@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <sstream>
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+
+#include "client/segmentation_view.h"
 
 namespace gatescope::client {
 namespace {
@@ -40,16 +41,27 @@ std::vector<std::string> WrapCaption(const std::string& text, int width) {
   return lines;
 }
 
-void DrawCaption(cv::Mat& strip, const std::string& text) {
+// `text` on one line at baseline `y`, shrunk to fit the strip's width.
+void DrawLine(cv::Mat& strip, const std::string& text, int y) {
   const int width = strip.cols - 2 * kMargin;
-  const std::vector<std::string> lines = WrapCaption(text, width);
+  const int w = TextWidth(text);
+  const double scale = w > width ? kFontScale * width / w : kFontScale;
+  cv::putText(strip, text, cv::Point(kMargin, y), kFont, scale, cv::Scalar(255, 255, 255), 1,
+              cv::LINE_AA);
+}
+
+// The tile's name on line one and its value range on line two; a name too long for one
+// line takes both when there is no range.
+void DrawCaption(cv::Mat& strip, const std::string& text, const std::string& range) {
   const int line_height = kCaptionHeight / 2;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const int w = TextWidth(lines[i]);
-    const double scale = w > width ? kFontScale * width / w : kFontScale;
-    const int y = static_cast<int>(i + 1) * line_height - 4;
-    cv::putText(strip, lines[i], cv::Point(kMargin, y), kFont, scale, cv::Scalar(255, 255, 255),
-                1, cv::LINE_AA);
+  std::vector<std::string> lines = WrapCaption(text, strip.cols - 2 * kMargin);
+  if (!range.empty()) {
+    std::string first;
+    for (const std::string& l : lines) first += (first.empty() ? "" : " ") + l;
+    lines = {first, range};
+  }
+  for (size_t i = 0; i < lines.size() && i < 2; ++i) {
+    DrawLine(strip, lines[i], static_cast<int>(i + 1) * line_height - 4);
   }
 }
 
@@ -89,41 +101,75 @@ cv::Mat InputTile(const cv::Mat& image, cv::Size tile) {
   return out;
 }
 
-cv::Mat OverlayTile(const cv::Mat& image, const cv::Mat& map, cv::Size tile) {
-  if (map.empty() || map.type() != CV_32FC1) return {};
-  cv::Mat m = map.clone();
-  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-  for (auto it = m.begin<float>(); it != m.end<float>(); ++it) {
-    if (std::isfinite(*it)) {
-      lo = std::min(lo, *it);
-      hi = std::max(hi, *it);
-    }
-  }
-  for (auto it = m.begin<float>(); it != m.end<float>(); ++it) {
-    const float v = std::isfinite(*it) ? *it : lo;
-    *it = hi > lo ? (v - lo) / (hi - lo) : 0.f;
-  }
-  cv::Mat bytes, resized, colored, blended;
-  m.convertTo(bytes, CV_8UC1, 255.0);
-  cv::resize(bytes, resized, tile, 0, 0, cv::INTER_LINEAR);
-  cv::applyColorMap(resized, colored, cv::COLORMAP_JET);
-  cv::addWeighted(InputTile(image, tile), 0.5, colored, 0.5, 0.0, blended);
-  return blended;
+void MapPanel::AddInput(std::string caption) {
+  tiles_.push_back({InputTile(image_, tile_), {}, std::move(caption), ""});
 }
 
-cv::Mat ComposePanel(const std::vector<cv::Mat>& tiles, const std::vector<std::string>& captions) {
-  if (tiles.empty() || captions.size() != tiles.size()) return {};
-  const cv::Size tile = tiles[0].size();
-  for (const cv::Mat& t : tiles) {
-    if (t.size() != tile || t.type() != CV_8UC3) return {};
+void MapPanel::AddMap(cv::Mat map, std::string caption, std::string group) {
+  tiles_.push_back({{}, std::move(map), std::move(caption), std::move(group)});
+}
+
+void MapPanel::AddPicture(cv::Mat picture, std::string caption) {
+  cv::Mat tile;
+  if (!picture.empty()) {
+    cv::resize(picture, tile, tile_, 0, 0,
+               tile_.area() >= picture.size().area() ? cv::INTER_NEAREST : cv::INTER_AREA);
   }
-  cv::Mat panel(tile.height + kCaptionHeight, tile.width * static_cast<int>(tiles.size()),
-                CV_8UC3, cv::Scalar(0, 0, 0));
-  for (size_t i = 0; i < tiles.size(); ++i) {
-    const int x = static_cast<int>(i) * tile.width;
-    tiles[i].copyTo(panel(cv::Rect(x, 0, tile.width, tile.height)));
-    cv::Mat strip = panel(cv::Rect(x, tile.height, tile.width, kCaptionHeight));
-    DrawCaption(strip, captions[i]);
+  tiles_.push_back({std::move(tile), {}, std::move(caption), ""});
+}
+
+std::optional<ColourScale> MapPanel::SharedScale(const std::string& group) const {
+  if (mode_ != ScaleMode::kShared) return std::nullopt;
+  std::vector<MapRange> ranges;
+  for (const Tile& t : tiles_) {
+    if (!t.map.empty() && t.group == group) ranges.push_back(RangeOf(t.map));
+  }
+  for (const auto& [g, range] : extra_ranges_) {
+    if (g == group) ranges.push_back(range);
+  }
+  if (ranges.empty()) return std::nullopt;
+  return ColourScale::For(Union(ranges));
+}
+
+cv::Mat MapPanel::RenderMap(const Tile& tile, const ColourScale& scale) const {
+  if (tile.map.type() != CV_32FC1) return {};
+  cv::Mat resized, grey, grey_bgr, out;
+  cv::resize(tile.map, resized, tile_, 0, 0, cv::INTER_LINEAR);
+  const cv::Mat colours = Colourize(resized, scale);
+  // The input shows through in grey only, so that every colour is the map's own.
+  cv::cvtColor(InputTile(image_, tile_), grey, cv::COLOR_BGR2GRAY);
+  cv::cvtColor(grey, grey_bgr, cv::COLOR_GRAY2BGR);
+  cv::addWeighted(grey_bgr, 0.3, colours, 0.7, 0.0, out);
+  return out;
+}
+
+cv::Mat MapPanel::Render(const std::string& title) const {
+  if (tiles_.empty() || tile_.width <= 0 || tile_.height <= 0) return {};
+  const int strip = kColourBarHeight + kCaptionHeight;
+  const int width = tile_.width * static_cast<int>(tiles_.size());
+  cv::Mat panel(kTitleHeight + tile_.height + strip, width, CV_8UC3, cv::Scalar(0, 0, 0));
+  cv::Mat title_strip = panel(cv::Rect(0, 0, width, kTitleHeight));
+  DrawLine(title_strip, title, kTitleHeight - 5);
+  for (size_t i = 0; i < tiles_.size(); ++i) {
+    const Tile& t = tiles_[i];
+    const int x = static_cast<int>(i) * tile_.width;
+    cv::Mat picture = t.picture;
+    std::string range_text;
+    if (!t.map.empty()) {
+      const MapRange range = RangeOf(t.map);
+      const std::optional<ColourScale> shared = SharedScale(t.group);
+      const ColourScale scale = shared ? *shared : ColourScale::For(range);
+      picture = RenderMap(t, scale);
+      ColourBar(tile_.width, scale, range)
+          .copyTo(panel(cv::Rect(x, kTitleHeight + tile_.height, tile_.width, kColourBarHeight)));
+      range_text = RangeText(range);
+    }
+    if (picture.empty()) picture = cv::Mat(tile_, CV_8UC3, cv::Scalar(48, 48, 48));
+    if (mark_) MarkPixel(picture, image_.size(), mark_->y, mark_->x);
+    picture.copyTo(panel(cv::Rect(x, kTitleHeight, tile_.width, tile_.height)));
+    cv::Mat caption = panel(cv::Rect(x, kTitleHeight + tile_.height + kColourBarHeight,
+                                     tile_.width, kCaptionHeight));
+    DrawCaption(caption, t.caption, range_text);
   }
   return panel;
 }

@@ -8,6 +8,7 @@
 #include "client/output_paths.h"
 #include "client/panel.h"
 #include "client/requests.h"
+#include "client/run_record.h"
 #include "server/common/status_macros.h"
 
 namespace gatescope::client {
@@ -30,7 +31,11 @@ void PredictOne(const InferenceClient& client, const PredictOptions& options,
 }  // namespace
 
 absl::StatusOr<ExitCode> RunPredict(const Connection& server, const PredictOptions& options) {
-  if (!options.out_dir.empty()) GS_RETURN_IF_ERROR(MakeOutDir(options.out_dir));
+  const bool writes = !options.out_dir.empty();
+  if (writes) {
+    GS_RETURN_IF_ERROR(MakeOutDir(options.out_dir));
+    GS_RETURN_IF_ERROR(ClaimOutDir(options.out_dir, options.run.overwrite));
+  }
   const InferenceClient client(server);
   OutputSettings settings;
   settings.out_dir = options.out_dir;
@@ -38,10 +43,12 @@ absl::StatusOr<ExitCode> RunPredict(const Connection& server, const PredictOptio
   Report report;
   GS_ASSIGN_OR_RETURN(std::unique_ptr<TaskOutput> task,
                       OpenTaskOutput(client, options.target, settings, options.files, report));
-  if (task == nullptr) return report.exit_code();  // the metadata call failed every input
-  for (const std::string& file : options.files) {
-    PredictOne(client, options, file, *task, report);
+  if (task != nullptr) {  // else the metadata call failed every input
+    for (const std::string& file : options.files) {
+      PredictOne(client, options, file, *task, report);
+    }
   }
+  if (writes) GS_RETURN_IF_ERROR(WriteRunRecord(options.out_dir, options.run, report));
   return report.exit_code();
 }
 

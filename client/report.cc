@@ -7,8 +7,13 @@
 
 namespace gatescope::client {
 
+void Report::Print(std::string line) {
+  std::cout << line << std::endl;
+  lines_.push_back(std::move(line));
+}
+
 void Report::Success(std::string_view file, std::string_view members) {
-  std::cout << "{\"file\":" << JsonString(file) << members << "}" << std::endl;
+  Print("{\"file\":" + JsonString(file) + std::string(members) + "}");
 }
 
 void Report::ServerFailure(std::string_view file, const absl::Status& status,
@@ -26,8 +31,8 @@ void Report::Failure(std::string_view file, std::string_view model, std::string_
   ++failures_;
   std::string line = "{\"file\":" + JsonString(file);
   if (!model.empty()) line += ",\"model\":" + JsonString(model);
-  std::cout << line << ",\"error\":{\"code\":" << JsonString(code)
-            << ",\"message\":" << JsonString(message) << "}}" << std::endl;
+  Print(line + ",\"error\":{\"code\":" + JsonString(code) +
+        ",\"message\":" + JsonString(message) + "}}");
 }
 
 }  // namespace gatescope::client

@@ -1,7 +1,9 @@
 // The JSON lines a command prints on stdout and the exit status they add up to.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -34,11 +36,27 @@ class Report {
   int failures() const { return failures_; }
   ExitCode exit_code() const { return failures_ ? ExitCode::kInputFailed : ExitCode::kOk; }
 
+  // The model the command talks to, as its metadata named it (for the run record).
+  void SetModel(std::string model, std::string version, std::string task) {
+    model_ = std::move(model);
+    version_ = std::move(version);
+    task_ = std::move(task);
+  }
+  const std::string& model() const { return model_; }
+  const std::string& version() const { return version_; }
+  const std::string& task() const { return task_; }
+
+  // Every line printed so far, in order (each one JSON object).
+  const std::vector<std::string>& lines() const { return lines_; }
+
  private:
+  void Print(std::string line);
   void Failure(std::string_view file, std::string_view model, std::string_view code,
                std::string_view message);
 
   int failures_ = 0;
+  std::string model_, version_, task_;
+  std::vector<std::string> lines_;
 };
 
 }  // namespace gatescope::client

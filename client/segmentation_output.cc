@@ -1,5 +1,7 @@
 #include "client/segmentation_output.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <opencv2/imgproc.hpp>
 
@@ -42,29 +44,27 @@ std::string Member(const std::string& key, const std::string& path) {
 // The panel of one map kind: the input, then each stage's map over it, the query marked.
 // Writes `prefix` + png_name and one .npy per stage.
 absl::Status WriteStagePanel(const std::string& prefix, const std::string& kind,
-                             const std::string& png_name, const cv::Mat& image,
+                             const std::string& png_name, const std::string& title,
+                             ScaleMode scale, const cv::Mat& image,
                              const google::protobuf::RepeatedPtrField<Tensor>& maps,
                              const ::gatescope::v1::QueryPixel* query, std::string& json,
                              std::vector<std::string>& npy) {
-  const cv::Size tile = TileSize(image.size(), 112, 1024);
-  std::vector<cv::Mat> tiles = {InputTile(image, tile)};
-  std::vector<std::string> captions = {"input"};
+  MapPanel panel(image, TileSize(image.size(), 112, 1024), scale);
+  panel.AddInput();
   for (int s = 0; s < maps.size(); ++s) {
-    GS_ASSIGN_OR_RETURN(const cv::Mat map, MapFromProto(maps.Get(s), kind));
-    tiles.push_back(OverlayTile(image, map, tile));
-    captions.push_back(kind + " s" + std::to_string(s) + " (" + std::to_string(map.rows) + "x" +
-                       std::to_string(map.cols) + ")");
+    GS_ASSIGN_OR_RETURN(cv::Mat map, MapFromProto(maps.Get(s), kind));
+    const std::string caption = kind + " s" + std::to_string(s) + " (" +
+                                std::to_string(map.rows) + "x" + std::to_string(map.cols) + ")";
+    panel.AddMap(std::move(map), caption, kind);
     const std::string path = prefix + kind + ".s" + std::to_string(s) + ".npy";
     if (!WriteNpy(path, ShapeOf(maps.Get(s)), maps.Get(s).data())) {
       return absl::InternalError("cannot write " + path);
     }
     npy.push_back(path);
   }
-  if (query != nullptr) {
-    for (cv::Mat& t : tiles) MarkPixel(t, image.size(), query->y(), query->x());
-  }
+  if (query != nullptr) panel.Mark(query->y(), query->x());
   const std::string path = prefix + png_name;
-  if (!WritePng(path, ComposePanel(tiles, captions))) {
+  if (!WritePng(path, Rendered([&] { return panel.Render(title); }))) {
     return absl::InternalError("cannot render or write " + path);
   }
   json += Member(png_name.substr(0, png_name.size() - 4), path);
@@ -134,19 +134,43 @@ absl::Status WritePredictFiles(const std::string& prefix, const cv::Mat& image,
   return absl::OkStatus();
 }
 
+std::string SegmentationSummary(const ::gatescope::v1::Segmentation& seg,
+                                const std::vector<std::string>& labels) {
+  int64_t total = 0;
+  for (int64_t n : seg.class_pixels()) total += n;
+  std::vector<std::pair<int64_t, int>> by_size;
+  for (int i = 1; i < seg.class_pixels_size(); ++i) {  // class 0 is the background
+    if (seg.class_pixels(i) > 0) by_size.emplace_back(seg.class_pixels(i), i);
+  }
+  std::sort(by_size.rbegin(), by_size.rend());
+  std::string text;
+  for (size_t k = 0; k < by_size.size() && k < 3; ++k) {
+    const int i = by_size[k].second;
+    char percent[32];
+    std::snprintf(percent, sizeof(percent), " %.1f%%", total ? 100.0 * by_size[k].first / total : 0);
+    text += (k ? ", " : "") + (i < static_cast<int>(labels.size()) ? labels[i] : std::to_string(i)) +
+            percent;
+  }
+  return text.empty() ? "background only" : text;
+}
+
 absl::Status WriteExplainFiles(const std::string& prefix, const cv::Mat& image,
                                const ::gatescope::v1::ExplainResponse& resp,
-                               const ::gatescope::v1::QueryPixel* query,
-                               const std::vector<std::string>& labels, std::string& json) {
-  GS_RETURN_IF_ERROR(WriteMaskPicture(prefix, image, resp.segmentation(), labels, json).status());
+                               const OutputSettings& settings, std::string& json) {
+  GS_RETURN_IF_ERROR(
+      WriteMaskPicture(prefix, image, resp.segmentation(), settings.labels, json).status());
   std::vector<std::string> npy;
+  const std::string title = settings.model + ": " +
+                            SegmentationSummary(resp.segmentation(), settings.labels) +
+                            "  (scale: " + ScaleModeName(settings.scale) + ")";
   if (resp.gates_size() > 0) {
-    GS_RETURN_IF_ERROR(
-        WriteStagePanel(prefix, "gate", "gates.png", image, resp.gates(), nullptr, json, npy));
+    GS_RETURN_IF_ERROR(WriteStagePanel(prefix, "gate", "gates.png", title, settings.scale, image,
+                                       resp.gates(), nullptr, json, npy));
   }
   if (resp.query_attention_size() > 0) {
-    GS_RETURN_IF_ERROR(WriteStagePanel(prefix, "query_attention", "query_attention.png", image,
-                                       resp.query_attention(), query, json, npy));
+    GS_RETURN_IF_ERROR(WriteStagePanel(prefix, "query_attention", "query_attention.png", title,
+                                       settings.scale, image, resp.query_attention(),
+                                       settings.query ? &*settings.query : nullptr, json, npy));
   }
   json += ",\"npy\":" + JsonStringArray(npy);
   return absl::OkStatus();

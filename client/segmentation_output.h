@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "client/task_output.h"
 #include "gatescope/v1/inference.pb.h"
 
 namespace gatescope::client {
@@ -42,11 +43,15 @@ absl::Status WritePredictFiles(const std::string& prefix, const cv::Mat& image,
 //   query_attention.png        with a query: the same panel of the query's attention, the
 //                              query pixel marked on every tile;
 //   query_attention.s<k>.npy   float32 [h_k, w_k] per stage k.
-// `query` is null without a query pixel. JSON members as for predict (keys mask, gates,
-// query_attention, npy: [paths]).
+// The query pixel, labels, scale and model come from `settings`. JSON members as for
+// predict (keys mask, gates, query_attention, npy: [paths]).
 absl::Status WriteExplainFiles(const std::string& prefix, const cv::Mat& image,
                                const ::gatescope::v1::ExplainResponse& resp,
-                               const ::gatescope::v1::QueryPixel* query,
-                               const std::vector<std::string>& labels, std::string& json);
+                               const OutputSettings& settings, std::string& json);
+
+// The largest non-background classes with their pixel share ("lesion 12.3%, ..."; at most
+// three), or "background only".
+std::string SegmentationSummary(const ::gatescope::v1::Segmentation& seg,
+                                const std::vector<std::string>& labels);
 
 }  // namespace gatescope::client

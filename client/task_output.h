@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "client/input_image.h"
 #include "client/output_paths.h"
+#include "client/panel.h"
 #include "gatescope/v1/inference.pb.h"
 
 namespace gatescope::client {
@@ -23,6 +24,8 @@ struct OutputSettings {
   bool json_maps = false;       // explain --format json (classifiers)
   std::optional<::gatescope::v1::QueryPixel> query;  // explain --query (segmentation)
   std::vector<std::string> labels;                   // the model's class names
+  std::string model, version;  // as the server names them (the version that answered)
+  ScaleMode scale = ScaleMode::kShared;  // explain pictures: one colour scale or per tile
 };
 
 // Renders one task's responses. Not thread-safe (it remembers the output names it gave);

@@ -46,7 +46,9 @@ absl::StatusOr<std::string> ClassificationOutput::Explain(const InputImage& inpu
     written = npy.ok();
   }
   written &=
-      WritePng(stem + ".panel.png", Rendered([&] { return ExplainPanel(input.image, response); }));
+      WritePng(stem + ".panel.png", Rendered([&] {
+                 return ExplainPanel(input.image, response, settings().model, settings().scale);
+               }));
   std::string members =
       ",\"json\":" + JsonString(stem + ".json") + ",\"panel\":" + JsonString(stem + ".panel.png");
   if (!response.rollout_png().empty()) {

@@ -12,11 +12,6 @@
 namespace gatescope::client {
 namespace {
 
-// The pixel explain --query asked about, to mark on the pictures; null without one.
-const v1::QueryPixel* QueryOf(const OutputSettings& settings) {
-  return settings.query ? &*settings.query : nullptr;
-}
-
 // Class maps and per-stage maps; labels come from the model's metadata.
 class SegmentationOutput : public TaskOutput {
  public:
@@ -34,8 +29,8 @@ class SegmentationOutput : public TaskOutput {
   absl::StatusOr<std::string> Explain(const InputImage& input, const v1::ExplainRequest&,
                                       const v1::ExplainResponse& response) override {
     std::string members = SegmentationJson(response.segmentation(), settings().labels);
-    GS_RETURN_IF_ERROR(WriteExplainFiles(paths().Prefix(input.file), input.image, response,
-                                         QueryOf(settings()), settings().labels, members));
+    GS_RETURN_IF_ERROR(
+        WriteExplainFiles(paths().Prefix(input.file), input.image, response, settings(), members));
     return members;
   }
 };

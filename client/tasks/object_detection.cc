@@ -23,7 +23,7 @@ class DetectionOutput : public TaskOutput {
     std::string members = DetectionsJson(response.detections());
     if (settings().out_dir.empty()) return members;
     GS_RETURN_IF_ERROR(WriteDetectionPicture(paths().Prefix(input.file), input.image,
-                                             response.detections(), members));
+                                             response.detections(), settings(), members));
     return members;
   }
 
@@ -31,7 +31,8 @@ class DetectionOutput : public TaskOutput {
                                       const v1::ExplainResponse& response) override {
     std::string members = DetectionsJson(response.detections());
     GS_RETURN_IF_ERROR(
-        WriteDetectionExplainFiles(paths().Prefix(input.file), input.image, response, members));
+        WriteDetectionExplainFiles(paths().Prefix(input.file), input.image, response, settings(),
+                                   members));
     return members;
   }
 };

@@ -4,9 +4,17 @@
 
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
+#include <algorithm>
 #include <vector>
 
+#include "server/explain/colour_scale.h"
+
 namespace gatescope {
+namespace {
+
+constexpr int kMinBarWidth = 160;
+
+}  // namespace
 
 absl::StatusOr<std::string> RenderOverlayPng(const at::Tensor& map,
                                              std::string_view image_bytes) {
@@ -18,23 +26,22 @@ absl::StatusOr<std::string> RenderOverlayPng(const at::Tensor& map,
                       const_cast<char*>(image_bytes.data()));
     cv::Mat image = cv::imdecode(raw, cv::IMREAD_COLOR);
     if (image.empty()) return absl::InvalidArgumentError("heatmap input image cannot be decoded");
-    at::Tensor m = map.to(at::kFloat).contiguous();
-    // Scale by the finite values only; non-finite ones are drawn as the minimum.
-    const at::Tensor finite = at::isfinite(m);
-    const at::Tensor values = m.masked_select(finite);
-    const float lo = values.numel() ? values.min().item<float>() : 0.f;
-    const float hi = values.numel() ? values.max().item<float>() : 0.f;
-    m = at::where(finite, m, at::full_like(m, lo));
-    m = hi > lo ? (m - lo) / (hi - lo) : at::zeros_like(m);
-    at::Tensor bytes = (m * 255.0f).round().clamp(0, 255).to(at::kByte).contiguous();
-    cv::Mat small(static_cast<int>(m.size(0)), static_cast<int>(m.size(1)), CV_8UC1,
-                  bytes.data_ptr());
-    cv::Mat resized, colored, blended;
-    cv::resize(small, resized, image.size(), 0, 0, cv::INTER_CUBIC);
-    cv::applyColorMap(resized, colored, cv::COLORMAP_JET);
-    cv::addWeighted(image, 0.5, colored, 0.5, 0.0, blended);
+    const at::Tensor m = map.to(at::kFloat).contiguous();
+    const cv::Mat small(static_cast<int>(m.size(0)), static_cast<int>(m.size(1)), CV_32FC1,
+                        m.data_ptr<float>());
+    const MapRange range = RangeOf(small);
+    const ColourScale scale = ColourScale::For(range);
+    cv::Mat resized, grey, grey_bgr, blended, picture;
+    cv::resize(small, resized, image.size(), 0, 0, cv::INTER_LINEAR);
+    cv::cvtColor(image, grey, cv::COLOR_BGR2GRAY);
+    cv::cvtColor(grey, grey_bgr, cv::COLOR_GRAY2BGR);
+    cv::addWeighted(grey_bgr, 0.3, Colourize(resized, scale), 0.7, 0.0, blended);
+    // The colour bar needs some width to be legible: small inputs are enlarged first.
+    const int factor = std::max(1, (kMinBarWidth + blended.cols - 1) / blended.cols);
+    cv::resize(blended, blended, blended.size() * factor, 0, 0, cv::INTER_NEAREST);
+    cv::vconcat(blended, ColourBar(blended.cols, scale, range), picture);
     std::vector<uchar> png;
-    if (!cv::imencode(".png", blended, png)) return absl::InternalError("PNG encoding failed");
+    if (!cv::imencode(".png", picture, png)) return absl::InternalError("PNG encoding failed");
     return std::string(png.begin(), png.end());
   } catch (const cv::Exception& e) {
     return absl::InvalidArgumentError(std::string("heatmap failed: ") + e.what());

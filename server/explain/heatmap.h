@@ -10,9 +10,12 @@
 
 namespace gatescope {
 
-// Renders `map` ([h, w], any range; min-max scaled to 0..255) with the JET colormap,
-// resized to the input's size, blended 50/50 over the input image (`image_bytes`, an
-// encoded PNG/JPEG), and returns the PNG bytes. INVALID_ARGUMENT if the image is bad.
+// Renders `map` ([h, w], any range) on its honest colour scale (colour_scale.h: viridis
+// from 0 for a non-negative map, blue-grey-red about 0 for a signed one), resized to the
+// input's size over a grey copy of the input image (`image_bytes`, an encoded PNG/JPEG),
+// enlarged by a whole factor to at least 160 pixels wide, with the colour bar (scale ends,
+// the map's own range ticked) under it; returns the PNG bytes. INVALID_ARGUMENT if the
+// image is bad.
 absl::StatusOr<std::string> RenderOverlayPng(const at::Tensor& map, std::string_view image_bytes);
 
 }  // namespace gatescope

@@ -164,7 +164,9 @@ def test_valid_command_lines_get_past_the_parser(tmp_path):
     assert res.returncode == 2 and res.stderr == ""
     assert [l["file"] for l in json_lines(res.stdout)] == ["x.f32"]
 
-    res = run(CLIENT, *E, "--compare", "m1,m2", "--out", out, "--discard-ratio", "0.9",
+    # Every run leaves run.json; a second one needs its own directory (or --overwrite).
+    assert json.loads((out / "run.json").read_text())["failures"] == 3
+    res = run(CLIENT, *E, "--compare", "m1,m2", "--out", out, "--overwrite", "--discard-ratio", "0.9",
               "--head-fusion", "max", "--signed", "raw", "--start-layer", "1", "missing.png")
     assert res.returncode == 2 and res.stderr == ""
     assert json_lines(res.stdout)[0]["error"] == {"code": "CLIENT", "message": "cannot read file"}

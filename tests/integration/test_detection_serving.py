@@ -237,7 +237,9 @@ def test_client_draws_boxes_and_sampling_points(server, stubs, scenes, tmp_path)
     np.testing.assert_allclose([d["box"] for d in line["detections"]], boxes_of(want), atol=1e-3)
     boxes = decode_png(pathlib.Path(line["boxes"]).read_bytes())
     scale = -(-384 // image.shape[0])
-    assert boxes.shape[:2] == (image.shape[0] * scale, image.shape[1] * scale)
+    # The enlarged input under a 20 px title strip.
+    assert boxes.shape[:2] == (20 + image.shape[0] * scale, image.shape[1] * scale)
+    boxes = boxes[20:]
     # The picture differs from the enlarged input where boxes are drawn.
     plain = np.repeat(np.repeat(image, scale, 0), scale, 1)
     assert (np.abs(boxes[..., 1].astype(int) - plain) > 40).mean() > 0.005
@@ -249,8 +251,16 @@ def test_client_draws_boxes_and_sampling_points(server, stubs, scenes, tmp_path)
     ex = stub.Explain(v1.ExplainRequest(model_name=PLUG, image=encode_gray_png(image),
                                         plug_gates=True), timeout=60)
     assert len(line["detections"]) == len(ex.detections) >= 1
+    # Title, the enlarged input with a quarter margin above and below, and the footer
+    # counting the points outside the image.
+    h = image.shape[0] * scale
     assert decode_png(pathlib.Path(line["sampling_points"]).read_bytes()).shape[0] == \
-        image.shape[0] * scale
+        20 + h + 2 * (h // 4) + 20
+    # The count the footer states, recomputed from the maps (last decoder layer).
+    locs = [as_array(m.sampling_points)[-1].reshape(-1, 2) for m in ex.detection_maps]
+    outside = sum(int(((l[:, 0] < 0) | (l[:, 1] < 0) | (l[:, 0] >= image.shape[1]) |
+                       (l[:, 1] >= image.shape[0])).sum()) for l in locs)
+    assert line["points_outside"] == outside and line["points"] == sum(len(l) for l in locs)
     assert decode_png(pathlib.Path(line["encoder_plug_gates"]).read_bytes()).shape[0] > 112
     points = np.load(out / "ex" / "detection0.sampling_points.npy")
     np.testing.assert_allclose(points, as_array(ex.detection_maps[0].sampling_points))

@@ -89,7 +89,8 @@ def test_rollout_matches_python_reference(stub, v1, image, model, options):
     assert np.abs(got - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
     for i, layer in enumerate([0, 3]):
         np.testing.assert_allclose(as_array(resp.attention[i]), layers[layer].numpy(), atol=1e-5)
-    assert png_size(resp.rollout_png) == (28, 28)  # the input's size
+    # The input enlarged 6x (to at least 160 px wide) over a 24 px colour bar.
+    assert png_size(resp.rollout_png) == (28 * 6 + 24, 28 * 6)
     assert resp.classes[0].label in fashion_mnist.CLASS_NAMES
 
 
@@ -159,9 +160,10 @@ def test_client_explain_writes_panel_and_npy(server, tmp_path, image):
                         "--out", str(out), str(src))
     assert res.returncode == 0, res.stdout + res.stderr
     line = json.loads(res.stdout.splitlines()[0])
-    assert png_size(open(line["png"], "rb").read()) == (28, 28)
-    # input | rollout | 4 gate tiles, 112 px tiles over a 30 px caption strip
-    assert png_size(open(line["panel"], "rb").read()) == (112 + 30, 6 * 112)  # (h, w)
+    assert png_size(open(line["png"], "rb").read()) == (28 * 6 + 24, 28 * 6)
+    # input | rollout | 4 gate tiles: 112 px tiles under an 18 px title, over a 24 px colour
+    # bar and a 30 px caption strip
+    assert png_size(open(line["panel"], "rb").read()) == (18 + 112 + 24 + 30, 6 * 112)
     rollout = np.load(out / "in.png.rollout.npy")
     gates = np.load(out / "in.png.gates.npy")
     assert rollout.shape == (4, 4) and gates.shape == (4, 4, 4, 4)

@@ -235,9 +235,11 @@ def test_client_resonance_panel_and_comparison(server, tmp_path, images):
     assert np.load(out / "in.png.resonance.npy").shape == (4, 4, 4, 4)
     assert np.load(out / "in.png.vigilance.npy").shape == (4, 4)
     models = ["dgvit_fmnist", "diffvit_fmnist", "vit_fmnist", "darvit_fmnist"]
-    res = server.client("explain", "--compare", ",".join(models), "--out", str(out), str(src))
+    res = server.client("explain", "--compare", ",".join(models), "--out", str(out),
+                        "--overwrite", str(src))
     assert res.returncode == 0, res.stdout + res.stderr
     line = json.loads(res.stdout.splitlines()[0])
     assert [m["model"] for m in line["models"]] == models
     from test_explain import png_size
-    assert png_size(open(line["compare"], "rb").read()) == (112 + 30, 5 * 112)
+    # 144 px tiles under an 18 px title, over a 24 px colour bar and a 30 px caption.
+    assert png_size(open(line["compare"], "rb").read()) == (18 + 144 + 24 + 30, 5 * 144)

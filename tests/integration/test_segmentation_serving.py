@@ -198,7 +198,7 @@ def test_client_writes_overlay_and_map_pngs(server, held_out, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "class_pixels" in r.stdout
     r = server.client("explain", "--model", MODEL, "--gates", "--query", "100,90",
-                      "--out", str(out), str(png))
+                      "--overwrite", "--out", str(out), str(png))
     assert r.returncode == 0, r.stderr
     pngs = sorted(p.name for p in out.iterdir() if p.suffix == ".png")
     assert pngs, list(out.iterdir())

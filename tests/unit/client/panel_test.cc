@@ -56,66 +56,94 @@ TEST(PanelTest, InputTileEnlargesByNearestNeighbour) {
   EXPECT_EQ(At(t, 4, 4), cv::Vec3b(40, 40, 40));
 }
 
-TEST(PanelTest, OverlayBlendsJetHalfAndHalf) {
-  const cv::Mat tile = OverlayTile(GreyInput(), BlockMap(), {112, 112});
-  ASSERT_EQ(tile.size(), cv::Size(112, 112));
-  ASSERT_EQ(tile.type(), CV_8UC3);
-  // JET(255) is BGR (0, 0, 128) and JET(0) is (128, 0, 0); each blended with grey 100.
-  EXPECT_EQ(At(tile, 56, 56), cv::Vec3b(50, 50, 114));   // inside the hot block
-  EXPECT_EQ(At(tile, 100, 10), cv::Vec3b(114, 50, 50));  // far from it
-  EXPECT_EQ(At(tile, 5, 105), cv::Vec3b(114, 50, 50));
+// The expected overlay pixel: 30 % the grey input (100), 70 % the scale's colour `index`.
+cv::Vec3b Blend(bool diverging, int index) {
+  const cv::Vec3b c = ScaleColours(diverging)[index];
+  cv::Vec3b out;
+  for (int k = 0; k < 3; ++k) out[k] = cv::saturate_cast<uchar>(0.3 * 100 + 0.7 * c[k]);
+  return out;
 }
 
-TEST(PanelTest, OverlayScalesMinMaxAndDrawsNonFiniteAsMinimum) {
-  const cv::Mat plain = OverlayTile(GreyInput(), BlockMap(), {112, 112});
-  cv::Mat shifted = BlockMap() * 7.0 - 3.0;  // values -3 and 4
-  shifted.at<float>(0, 0) = std::numeric_limits<float>::quiet_NaN();
-  shifted.at<float>(3, 3) = -std::numeric_limits<float>::infinity();
-  const cv::Mat tile = OverlayTile(GreyInput(), shifted, {112, 112});
-  ASSERT_FALSE(tile.empty());
-  EXPECT_EQ(cv::norm(tile, plain, cv::NORM_INF), 0.0);
-  // A constant map is drawn as all-minimum.
-  const cv::Mat flat = OverlayTile(GreyInput(), cv::Mat(4, 4, CV_32FC1, cv::Scalar(5)), {112, 112});
-  EXPECT_EQ(At(flat, 56, 56), cv::Vec3b(114, 50, 50));
-  EXPECT_TRUE(OverlayTile(GreyInput(), cv::Mat(4, 4, CV_8UC1), {112, 112}).empty());
+// Rows of a rendered panel: title, tile, colour bar, caption.
+constexpr int kTileTop = kTitleHeight;
+constexpr int kBarTop = kTitleHeight + 112;
+constexpr int kCaptionTop = kBarTop + kColourBarHeight;
+
+int Ink(const cv::Mat& region) {
+  cv::Mat grey;
+  cv::cvtColor(region, grey, cv::COLOR_BGR2GRAY);
+  return cv::countNonZero(grey);
 }
 
-TEST(PanelTest, PanelPlacesTilesLeftToRightOverCaptions) {
-  const cv::Size size = TileSize(GreyInput().size());
-  const cv::Mat input = InputTile(GreyInput(), size);
-  const cv::Mat hot = OverlayTile(GreyInput(), BlockMap(), size);
-  const cv::Mat panel = ComposePanel({input, hot, hot}, {"input", "rollout", "gate L0"});
-  ASSERT_EQ(panel.cols, 3 * 112);
-  ASSERT_EQ(panel.rows, 112 + kCaptionHeight);
-  EXPECT_EQ(cv::norm(panel(cv::Rect(0, 0, 112, 112)), input, cv::NORM_INF), 0.0);
-  EXPECT_EQ(cv::norm(panel(cv::Rect(112, 0, 112, 112)), hot, cv::NORM_INF), 0.0);
-  // Where the map is hot the overlay tile differs from the plain input beside it.
-  EXPECT_EQ(At(panel, 56, 56), cv::Vec3b(100, 100, 100));
-  EXPECT_EQ(At(panel, 56, 112 + 56), cv::Vec3b(50, 50, 114));
-  // Every caption strip has text drawn on its black background.
-  for (int i = 0; i < 3; ++i) {
-    cv::Mat strip;
-    cv::cvtColor(panel(cv::Rect(i * 112, 112, 112, kCaptionHeight)), strip, cv::COLOR_BGR2GRAY);
-    EXPECT_GT(cv::countNonZero(strip), 20) << "caption " << i;
+TEST(PanelTest, MapsAreDrawnOnViridisFromZeroOverTheGreyInput) {
+  MapPanel panel(GreyInput(), {112, 112}, ScaleMode::kShared);
+  panel.AddInput();
+  panel.AddMap(BlockMap(), "rollout", "rollout");
+  const cv::Mat p = panel.Render("m: label 0.9");
+  ASSERT_EQ(p.size(), cv::Size(2 * 112, kCaptionTop + kCaptionHeight));
+  EXPECT_EQ(cv::norm(p(cv::Rect(0, kTileTop, 112, 112)), InputTile(GreyInput(), {112, 112}),
+                     cv::NORM_INF),
+            0.0);
+  EXPECT_EQ(At(p, kTileTop + 56, 112 + 56), Blend(false, 255));  // the hot block: top colour
+  EXPECT_EQ(At(p, kTileTop + 100, 112 + 10), Blend(false, 0));   // zero: the bottom colour
+  // The map has a colour bar and a two-line caption; the input has no bar; the title is drawn.
+  EXPECT_EQ(Ink(p(cv::Rect(0, kBarTop, 112, kColourBarHeight))), 0);
+  EXPECT_GT(Ink(p(cv::Rect(112, kBarTop, 112, kColourBarHeight))), 500);
+  EXPECT_GT(Ink(p(cv::Rect(112, kCaptionTop + kCaptionHeight / 2, 112, kCaptionHeight / 2))), 20);
+  EXPECT_GT(Ink(p(cv::Rect(0, 0, 2 * 112, kTitleHeight))), 20);
+}
+
+TEST(PanelTest, ASharedScaleKeepsASmallMapDarkAndATileScaleDoesNot) {
+  for (const ScaleMode mode : {ScaleMode::kShared, ScaleMode::kTile}) {
+    MapPanel panel(GreyInput(), {112, 112}, mode);
+    panel.AddMap(BlockMap(), "gate L0", "gate");
+    panel.AddMap(BlockMap() * 0.1, "gate L1", "gate");
+    panel.AddMap(BlockMap() * 0.01, "res L0", "resonance");  // another quantity
+    const cv::Mat p = panel.Render("");
+    EXPECT_EQ(At(p, kTileTop + 56, 56), Blend(false, 255));
+    // 0.1 of the shared maximum is index 26; on its own scale it is the top colour.
+    EXPECT_EQ(At(p, kTileTop + 56, 112 + 56),
+              Blend(false, mode == ScaleMode::kShared ? 26 : 255));
+    // A different quantity is never put on the gates' scale.
+    EXPECT_EQ(At(p, kTileTop + 56, 224 + 56), Blend(false, 255));
+    EXPECT_EQ(panel.SharedScale("gate").has_value(), mode == ScaleMode::kShared);
   }
 }
 
-TEST(PanelTest, LongCaptionsStayInsideTheirTile) {
-  const cv::Mat t(112, 112, CV_8UC3, cv::Scalar(0, 0, 0));
-  const cv::Mat panel = ComposePanel({t, t}, {"dgvit_fmnist: Ankle boot", ""});
-  ASSERT_EQ(panel.size(), cv::Size(224, 112 + kCaptionHeight));
-  cv::Mat first, second;
-  cv::cvtColor(panel(cv::Rect(0, 112, 112, kCaptionHeight)), first, cv::COLOR_BGR2GRAY);
-  cv::cvtColor(panel(cv::Rect(112, 0, 112, 112 + kCaptionHeight)), second, cv::COLOR_BGR2GRAY);
-  EXPECT_GT(cv::countNonZero(first), 40);
-  EXPECT_EQ(cv::countNonZero(second), 0);  // nothing spilled into the neighbour
+TEST(PanelTest, SignedMapsAreDivergingAboutZeroAndNonFiniteIsGrey) {
+  cv::Mat signed_map = BlockMap() * 2.0 - 1.0;  // -1 outside the block, 1 inside
+  signed_map.at<float>(0, 0) = std::numeric_limits<float>::quiet_NaN();
+  cv::Mat half = cv::Mat(4, 4, CV_32FC1, cv::Scalar(0));
+  MapPanel panel(GreyInput(), {112, 112}, ScaleMode::kShared);
+  panel.AddMap(signed_map, "raw rollout", "rollout");
+  panel.AddMap(half, "zero", "rollout");
+  const cv::Mat p = panel.Render("");
+  EXPECT_EQ(At(p, kTileTop + 56, 56), Blend(true, 255));    // +1: red end
+  EXPECT_EQ(At(p, kTileTop + 80, 100), Blend(true, 0));     // -1: blue end
+  EXPECT_EQ(At(p, kTileTop + 56, 112 + 56), Blend(true, 128));  // 0: the neutral centre
+  const cv::Vec3b nan = At(p, kTileTop + 2, 2);  // NaN stays grey (30 % input, 70 % 128)
+  EXPECT_EQ(nan, cv::Vec3b(120, 120, 120));
 }
 
-TEST(PanelTest, ComposeRejectsMismatchedTiles) {
-  const cv::Mat a(112, 112, CV_8UC3), b(112, 100, CV_8UC3);
-  EXPECT_TRUE(ComposePanel({a, b}, {"a", "b"}).empty());
-  EXPECT_TRUE(ComposePanel({a}, {"a", "b"}).empty());
-  EXPECT_TRUE(ComposePanel({}, {}).empty());
+TEST(PanelTest, PicturesAndMarksAndLongCaptionsStayInTheirTiles) {
+  MapPanel panel(GreyInput(), {112, 112}, ScaleMode::kTile);
+  panel.AddPicture(cv::Mat(10, 10, CV_8UC3, cv::Scalar(0, 0, 255)), "a very long caption: "
+                   "with a model name and a label that cannot fit");
+  panel.AddPicture({}, "");
+  const cv::Mat p = panel.Render("");
+  ASSERT_EQ(p.cols, 224);
+  EXPECT_EQ(At(p, kTileTop + 50, 50), cv::Vec3b(0, 0, 255));  // resized to the tile
+  EXPECT_EQ(At(p, kTileTop + 50, 112 + 50), cv::Vec3b(48, 48, 48));  // an empty one is grey
+  EXPECT_GT(Ink(p(cv::Rect(0, kCaptionTop, 112, kCaptionHeight))), 40);
+  EXPECT_EQ(Ink(p(cv::Rect(112, kCaptionTop, 112, kCaptionHeight))), 0);  // nothing spilled
+  MapPanel marked(GreyInput(), {112, 112}, ScaleMode::kTile);
+  marked.AddInput();
+  marked.Mark(14, 14);
+  const cv::Mat m = marked.Render("");
+  // Pixel (14, 14) is tile point (58, 58); the cross-hair ring has radius 4.
+  EXPECT_NE(At(m, kTileTop + 58, 58 + 4), cv::Vec3b(100, 100, 100));
+  EXPECT_EQ(At(m, kTileTop + 20, 20), cv::Vec3b(100, 100, 100));
+  EXPECT_TRUE(MapPanel(GreyInput(), {112, 112}, ScaleMode::kTile).Render("").empty());
 }
 
 TEST(PanelTest, DecodesGreyPngToBgr) {

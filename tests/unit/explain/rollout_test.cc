@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/explain/token_maps.h"
+#include "server/explain/colour_scale.h"
 #include "server/explain/heatmap.h"
 
 namespace gatescope {
@@ -72,7 +73,7 @@ TEST(RolloutTest, RejectsBadOptions) {
   EXPECT_FALSE(AttentionRollout({at::zeros({1, 3, 4})}, RolloutOptions()).ok());
 }
 
-TEST(HeatmapTest, OverlayHasTheInputsSize) {
+TEST(HeatmapTest, OverlayIsTheInputEnlargedToAWholeFactorOverItsColourBar) {
   cv::Mat img(40, 60, CV_8UC1, cv::Scalar(128));
   std::vector<uchar> buf;
   ASSERT_TRUE(cv::imencode(".png", img, buf));
@@ -80,8 +81,9 @@ TEST(HeatmapTest, OverlayHasTheInputsSize) {
   ASSERT_TRUE(png.ok()) << png.status();
   const cv::Mat raw(1, static_cast<int>(png->size()), CV_8UC1, png->data());
   const cv::Mat decoded = cv::imdecode(raw, cv::IMREAD_COLOR);
-  EXPECT_EQ(decoded.rows, 40);
-  EXPECT_EQ(decoded.cols, 60);
+  // 60 px wide: enlarged 3x to reach 160 px for the bar, which is drawn under the map.
+  EXPECT_EQ(decoded.cols, 180);
+  EXPECT_EQ(decoded.rows, 120 + kColourBarHeight);
   EXPECT_FALSE(RenderOverlayPng(at::rand({4, 4}), "junk").ok());
   at::Tensor odd = at::rand({4, 4});
   odd[1][1] = std::numeric_limits<float>::quiet_NaN();
