@@ -90,7 +90,7 @@ std::string IndexHtml(const json& record,
       "figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}"
       "img{image-rendering:pixelated;max-width:100%;border:1px solid #444}"
       "figcaption{font-size:.85em;color:#bbb;max-width:40em}"
-      "code{color:#9cf}table{border-collapse:collapse}td{padding:0 1em 0 0}"
+      "code,a{color:#9cf}table{border-collapse:collapse}td{padding:0 1em 0 0}"
       "</style></head><body>\n<h1>gatescope-client " +
       Html(record.value("command", std::string())) + "</h1>\n<table>";
   for (const char* key : {"model", "version", "task", "server", "started", "finished"}) {
