@@ -154,7 +154,8 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     const HttpRequest& head = parser_->get();
     if (server_->options.check_head) {
       if (std::optional<HttpResponse> refused = server_->options.check_head(head)) {
-        return Reply(std::move(*refused), /*keep_alive=*/false, /*counted=*/false);
+        return Reply(std::move(*refused), /*keep_alive=*/false, /*counted=*/false,
+                     /*head_only=*/head.method() == http::verb::head);
       }
     }
     if (!parser_->is_done()) {  // a body follows
@@ -213,8 +214,8 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
   // call posts the reply to the server's thread, which then owns the session; if no copy
   // ever answers, the last one to go answers 500.
   struct PendingAnswer {
-    PendingAnswer(std::shared_ptr<Session> s, bool keep, unsigned v)
-        : session(std::move(s)), keep_alive(keep), version(v) {}
+    PendingAnswer(std::shared_ptr<Session> s, bool keep, unsigned v, bool head)
+        : session(std::move(s)), keep_alive(keep), version(v), head_only(head) {}
     ~PendingAnswer() {
       if (session) {
         Answer(PlainAnswer(http::status::internal_server_error, version,
@@ -229,14 +230,16 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
       }
       if (!s) return;  // answered already
       HttpServer::Impl* server = s->server_;
-      asio::post(server->io, [s = std::move(s), r = std::move(r), keep = keep_alive]() mutable {
-        s->Reply(std::move(r), keep, /*counted=*/true);
+      asio::post(server->io, [s = std::move(s), r = std::move(r), keep = keep_alive,
+                              head = head_only]() mutable {
+        s->Reply(std::move(r), keep, /*counted=*/true, head);
       });
     }
     std::mutex mu;
     std::shared_ptr<Session> session;  // until answered
     const bool keep_alive;
     const unsigned version;
+    const bool head_only;  // a HEAD request: the answer's head only
   };
 
   void Handle() {
@@ -248,7 +251,8 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     }
     Tcp().expires_never();  // the handler may take its time; the write has its own deadline
     auto pending = std::make_shared<PendingAnswer>(this->shared_from_this(),
-                                                   request.keep_alive(), request.version());
+                                                   request.keep_alive(), request.version(),
+                                                   request.method() == http::verb::head);
     HttpRespond respond = [pending](HttpResponse r) { pending->Answer(std::move(r)); };
     try {
       server_->handler(std::move(request), std::move(respond));
@@ -263,10 +267,12 @@ class Session : public Connection, public std::enable_shared_from_this<Session<S
     reserved_ = 0;
   }
 
-  // Writes `response`; `counted`: it answers a request handed to the handler.
-  void Reply(HttpResponse response, bool keep_alive, bool counted) {
+  // Writes `response`; `counted`: it answers a request handed to the handler. `head_only`
+  // (a HEAD request): its head only, whose Content-Length still gives the body's size.
+  void Reply(HttpResponse response, bool keep_alive, bool counted, bool head_only = false) {
     response.keep_alive(keep_alive);
     response.prepare_payload();
+    if (head_only) response.body().clear();
     response_ = std::make_shared<HttpResponse>(std::move(response));
     Tcp().expires_after(Chrono(server_->options.write_timeout));
     http::async_write(stream_, *response_,

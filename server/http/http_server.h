@@ -8,7 +8,8 @@
 // `max_connections` are open at once (more are closed on accept). Keep-alive is honoured;
 // "Expect: 100-continue" is answered before the body is read. A request is handed to the
 // handler, which answers through its Respond, at once or later from any thread; the
-// connection reads its next request only after the answer is written.
+// connection reads its next request only after the answer is written. The answer to a HEAD
+// request is sent without its body (its Content-Length is the body's size).
 #pragma once
 
 #include <cstdint>

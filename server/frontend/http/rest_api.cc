@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "server/frontend/http/infer_json.h"
+#include "server/frontend/http/static_site.h"
 
 namespace gatescope {
 namespace {
@@ -236,6 +237,10 @@ void RestApi::Handle(HttpRequest request, HttpRespond respond) const {
 
 std::optional<HttpResponse> RestApi::CheckHead(const HttpRequest& head) const {
   if (access_ == nullptr) return std::nullopt;
+  // The viewer's files carry no model data: open, like a login page; its API calls are not.
+  if (ViewerSite().Owns(std::string_view(head.target().data(), head.target().size()))) {
+    return std::nullopt;
+  }
   const auto header = head[http::field::authorization];
   const absl::Status st = access_->Check(
       absl::string_view(header.data(), header.size()),
@@ -255,6 +260,10 @@ void RestApi::RouteSafely(HttpRequest request, const HttpRespond& respond) const
 
 void RestApi::Route(HttpRequest request, const HttpRespond& respond) const {
   const unsigned version = request.version();
+  if (const StaticSite& viewer = ViewerSite();
+      viewer.Owns(std::string_view(request.target().data(), request.target().size()))) {
+    return respond(viewer.Serve(request));
+  }
   if (std::optional<HttpResponse> refused = CheckHead(request)) return respond(*std::move(refused));
   const std::vector<std::string> s =
       Segments(absl::string_view(request.target().data(), request.target().size()));

@@ -14,6 +14,8 @@
 //   GET  /v2/models/M[/versions/V]/gatescope           gatescope.v1 model metadata
 //   POST /v2/repository/index                          [{name, version, state, reason}]
 //   POST /v2/repository/models/M/load | /unload        explicit model control
+//   GET  /viewer/...  (and / redirecting there)       the browser viewer's static files
+//                                                      (static_site.h; open without a token)
 // Errors are {"error": message} with the HTTP status of the gRPC code (400, 401, 403,
 // 404, 429, 500, 501, 503, 504). The caller's token is the Authorization header, checked
 // per call category as on gRPC.
