@@ -42,6 +42,9 @@ ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one
 ABSL_FLAG(int, http_port, 8000,
           "KServe v2 REST (HTTP/JSON) port (0 picks a free one, -1 disables); HTTPS when "
           "--tls_cert_file is set");
+ABSL_FLAG(bool, http_viewer, true,
+          "Serve the browser viewer at /viewer/ on the REST port (its API calls are checked "
+          "like any client's); false answers 404 there");
 ABSL_FLAG(std::string, port_file, "",
           "If set, write 'grpc=<port> metrics=<port> http=<port>' here once serving");
 ABSL_FLAG(int, torch_threads, 0,
@@ -220,6 +223,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.grpc_port = absl::GetFlag(FLAGS_grpc_port);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.http_port = absl::GetFlag(FLAGS_http_port);
+  o.http_viewer = absl::GetFlag(FLAGS_http_viewer);
   o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
   o.defaults.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   o.defaults.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);

@@ -202,7 +202,7 @@ absl::Status StartRest(Server::State& s, const std::optional<HttpsCredentials>& 
   s.rest_pool = std::make_unique<PreparationPool>(PreparationThreads(s.options),
                                                   s.options.preparation_queue);
   s.rest = std::make_unique<RestApi>(s.kserve_core.get(), s.v1.get(), s.access.get(),
-                                     s.rest_pool.get());
+                                     s.rest_pool.get(), s.options.http_viewer);
   HttpServerOptions http;
   http.name = "REST";
   http.https = pem;

@@ -63,6 +63,7 @@ struct ServerOptions {
   int grpc_port = 8001;     // 0 picks a free port
   int metrics_port = 8002;  // 0 picks a free port; -1 disables /metrics
   int http_port = 8000;     // KServe v2 REST; 0 picks a free port; -1 disables it
+  bool http_viewer = true;  // the browser viewer at /viewer/ on the REST port
   int torch_threads = 0;    // intra-op threads per forward; 0: ChooseTorchThreads
   ServingDefaults defaults;  // per model, unless its config.pbtxt says otherwise
   enum class ModelControl { kNone, kExplicit, kPoll };

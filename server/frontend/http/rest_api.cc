@@ -238,7 +238,7 @@ void RestApi::Handle(HttpRequest request, HttpRespond respond) const {
 std::optional<HttpResponse> RestApi::CheckHead(const HttpRequest& head) const {
   if (access_ == nullptr) return std::nullopt;
   // The viewer's files carry no model data: open, like a login page; its API calls are not.
-  if (ViewerSite().Owns(std::string_view(head.target().data(), head.target().size()))) {
+  if (viewer_ && ViewerSite().Owns(std::string_view(head.target().data(), head.target().size()))) {
     return std::nullopt;
   }
   const auto header = head[http::field::authorization];
@@ -261,7 +261,7 @@ void RestApi::RouteSafely(HttpRequest request, const HttpRespond& respond) const
 void RestApi::Route(HttpRequest request, const HttpRespond& respond) const {
   const unsigned version = request.version();
   if (const StaticSite& viewer = ViewerSite();
-      viewer.Owns(std::string_view(request.target().data(), request.target().size()))) {
+      viewer_ && viewer.Owns(std::string_view(request.target().data(), request.target().size()))) {
     return respond(viewer.Serve(request));
   }
   if (std::optional<HttpResponse> refused = CheckHead(request)) return respond(*std::move(refused));

@@ -38,10 +38,11 @@ class RestApi {
 
   // Not owned; all outlive the HTTP server. `access` null: every call allowed. `pool`
   // (may be null: everything on the HTTP thread) parses large bodies; when its queue is
-  // full the call gets 429.
+  // full the call gets 429. `viewer`: serve the browser viewer's files (else /viewer/ is
+  // an unknown route, 404).
   RestApi(KServeCore* kserve, const V1Core* v1, const AccessControl* access,
-          PreparationPool* pool = nullptr)
-      : kserve_(kserve), v1_(v1), access_(access), pool_(pool) {}
+          PreparationPool* pool = nullptr, bool viewer = true)
+      : kserve_(kserve), v1_(v1), access_(access), pool_(pool), viewer_(viewer) {}
 
   // The HttpHandler: answers at once, or (inference, explain, model control) from the
   // thread that finishes the call; answers carrying model outputs are written on the pool.
@@ -59,6 +60,7 @@ class RestApi {
   const V1Core* const v1_;
   const AccessControl* const access_;
   PreparationPool* const pool_;
+  const bool viewer_;
 };
 
 // The HTTP status answering a gRPC-style code.

@@ -233,5 +233,27 @@ TEST(StaticSite, RestApiServesTheViewerWithoutATokenButNotTheApi) {
   server->Stop();
 }
 
+TEST(StaticSite, AServerWithoutTheViewerTreatsItsPathsAsTheApi) {
+  const std::string tokens = ::testing::TempDir() + "/static_site_tokens_off";
+  std::ofstream(tokens) << "viewer-test-token-0123456789\n";
+  AccessOptions options;
+  options.tokens_file = tokens;
+  auto access = AccessControl::Load(options);
+  ASSERT_TRUE(access.ok()) << access.status();
+  const RestApi rest(nullptr, nullptr, access->get(), nullptr, /*viewer=*/false);
+  HttpServerOptions http;
+  http.check_head = [&rest](const HttpRequest& head) { return rest.CheckHead(head); };
+  auto server = HttpServer::Start("127.0.0.1", 0,
+                                  [&rest](HttpRequest request, HttpRespond respond) {
+                                    rest.Handle(std::move(request), std::move(respond));
+                                  },
+                                  http)
+                    .value();
+  // No open door: without the viewer its path needs the token like any other route.
+  const std::string page = Get(server->port(), "GET", "/viewer/");
+  EXPECT_EQ(page.substr(0, 12), "HTTP/1.1 401") << page;
+  server->Stop();
+}
+
 }  // namespace
 }  // namespace gatescope
