@@ -199,23 +199,36 @@ TEST(StaticSite, TheEmbeddedViewerHasItsPageScriptsAndStyles) {
             "text/css; charset=utf-8");
 }
 
+// A RestApi behind a token (and no cores: every request in these tests is answered by the
+// static route or refused on its head) on a loopback HttpServer.
+struct TokenRestServer {
+  explicit TokenRestServer(bool viewer) {
+    const std::string tokens = ::testing::TempDir() + "/static_site_tokens";
+    std::ofstream(tokens) << "viewer-test-token-0123456789\n";
+    AccessOptions options;
+    options.tokens_file = tokens;
+    access = *AccessControl::Load(options);
+    rest = std::make_unique<RestApi>(nullptr, nullptr, access.get(), nullptr, viewer);
+    HttpServerOptions http;
+    RestApi* api = rest.get();
+    http.check_head = [api](const HttpRequest& head) { return api->CheckHead(head); };
+    server = HttpServer::Start("127.0.0.1", 0,
+                               [api](HttpRequest request, HttpRespond respond) {
+                                 api->Handle(std::move(request), std::move(respond));
+                               },
+                               http)
+                 .value();
+  }
+  ~TokenRestServer() { server->Stop(); }
+
+  std::unique_ptr<AccessControl> access;
+  std::unique_ptr<RestApi> rest;
+  std::unique_ptr<HttpServer> server;
+};
+
 TEST(StaticSite, RestApiServesTheViewerWithoutATokenButNotTheApi) {
-  const std::string tokens = ::testing::TempDir() + "/static_site_tokens";
-  std::ofstream(tokens) << "viewer-test-token-0123456789\n";
-  AccessOptions options;
-  options.tokens_file = tokens;
-  auto access = AccessControl::Load(options);
-  ASSERT_TRUE(access.ok()) << access.status();
-  // No cores: every request here is answered by the static route or refused on its head.
-  const RestApi rest(nullptr, nullptr, access->get());
-  HttpServerOptions http;
-  http.check_head = [&rest](const HttpRequest& head) { return rest.CheckHead(head); };
-  auto server = HttpServer::Start("127.0.0.1", 0,
-                                  [&rest](HttpRequest request, HttpRespond respond) {
-                                    rest.Handle(std::move(request), std::move(respond));
-                                  },
-                                  http)
-                    .value();
+  TokenRestServer rest(/*viewer=*/true);
+  HttpServer* server = rest.server.get();
   const std::string page = Get(server->port(), "GET", "/viewer/");
   EXPECT_EQ(page.substr(0, 15), "HTTP/1.1 200 OK") << page;
   EXPECT_EQ(Header(page, "Content-Type"), "text/html; charset=utf-8");
@@ -230,29 +243,14 @@ TEST(StaticSite, RestApiServesTheViewerWithoutATokenButNotTheApi) {
   // The API itself: 401 without the token.
   const std::string api = Get(server->port(), "GET", "/v2/models/m/gatescope");
   EXPECT_EQ(api.substr(0, 12), "HTTP/1.1 401") << api;
-  server->Stop();
 }
 
 TEST(StaticSite, AServerWithoutTheViewerTreatsItsPathsAsTheApi) {
-  const std::string tokens = ::testing::TempDir() + "/static_site_tokens_off";
-  std::ofstream(tokens) << "viewer-test-token-0123456789\n";
-  AccessOptions options;
-  options.tokens_file = tokens;
-  auto access = AccessControl::Load(options);
-  ASSERT_TRUE(access.ok()) << access.status();
-  const RestApi rest(nullptr, nullptr, access->get(), nullptr, /*viewer=*/false);
-  HttpServerOptions http;
-  http.check_head = [&rest](const HttpRequest& head) { return rest.CheckHead(head); };
-  auto server = HttpServer::Start("127.0.0.1", 0,
-                                  [&rest](HttpRequest request, HttpRespond respond) {
-                                    rest.Handle(std::move(request), std::move(respond));
-                                  },
-                                  http)
-                    .value();
+  TokenRestServer rest(/*viewer=*/false);
+  HttpServer* server = rest.server.get();
   // No open door: without the viewer its path needs the token like any other route.
   const std::string page = Get(server->port(), "GET", "/viewer/");
   EXPECT_EQ(page.substr(0, 12), "HTTP/1.1 401") << page;
-  server->Stop();
 }
 
 }  // namespace
