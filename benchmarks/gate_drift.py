@@ -4,9 +4,11 @@
 Starts gatescope-server on the shipped models, sends the first --images Fashion-MNIST test
 images to each model through KServe ModelInfer, clean and with additive Gaussian noise of
 several standard deviations (pixels in [0, 1], clipped), and reads back from /metrics the
-per-layer histograms an operator would watch: gatescope_gate_mean (M-DGSA) and
-gatescope_vigilance_crossing (DAR). Prints, per model and noise level, the accuracy and the
-per-layer mean of each statistic over the served requests (histogram sum / count deltas).
+per-layer histograms an operator would watch: gatescope_gate_mean (M-DGSA),
+gatescope_vigilance_crossing (DAR) and gatescope_plug_scale_mean (PLuG; the segmenter and
+detector: benchmarks/gate_drift_models.py). Prints, per model and noise level, the accuracy
+and the per-layer mean of each statistic over the served requests (histogram sum / count
+deltas).
 
 Usage: /usr/bin/python3 benchmarks/gate_drift.py [--images 1000] [--sigmas 0,0.1,0.2,0.3,0.5]
 """
@@ -27,7 +29,8 @@ from gatescope.data import fashion_mnist  # noqa: E402
 from server_harness import generate_python_stubs, start_server, stop_server  # noqa: E402
 
 STATISTICS = {"dgvit_fmnist": ["gatescope_gate_mean"],
-              "darvit_fmnist": ["gatescope_vigilance_crossing"]}
+              "darvit_fmnist": ["gatescope_vigilance_crossing"],
+              "plug_deit_fmnist": ["gatescope_plug_scale_mean"]}
 
 
 def scrape(port, name, model):

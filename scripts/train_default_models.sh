@@ -25,11 +25,6 @@ for spec in "${MODELS[@]}"; do
   name=${spec%%:*}
   /usr/bin/python3 models/export.py --ckpt "build/train/$name.ckpt" --name "${name}_fmnist"
 done
-# The cards' drift references (per-layer gate / vigilance statistics over the test set) and
-# the recording rules the drift alerts read (deploy/monitoring/).
-/usr/bin/python3 models/monitoring_reference.py
-/usr/bin/python3 deploy/monitoring/drift_rules.py
-
 # Segmentation: PVT-GDLA and the PVT-LinearAttn baseline, same recipe, then one card run
 # that evaluates both on the held-out slices.
 pids=()
@@ -60,3 +55,9 @@ for pid in "${pids[@]}"; do wait "$pid"; done
   --name plug_detr_scenes --baseline models/checkpoints/detr_scenes.ckpt
 /usr/bin/python3 models/export_detector.py --ckpt models/checkpoints/detr_scenes.ckpt \
   --name detr_scenes --baseline models/checkpoints/plug_detr_scenes.ckpt
+
+# Last, once every card is rewritten: the cards' drift references (per-layer gate /
+# vigilance / PLuG / GDLA statistics over each model's held-out data), which the server
+# exports, and the check that the drift rules (deploy/monitoring/) cover every statistic.
+/usr/bin/python3 models/monitoring_reference.py
+/usr/bin/python3 deploy/monitoring/drift_rules.py --check

@@ -1,7 +1,9 @@
 """The TorchScript face of a segmentation network, i.e. the gatescope segmentation model
 contract the server calls:
 
-  forward(x [B, C, H, W] preprocessed) -> {"logits": [B, n_classes, H, W]}
+  forward(x [B, C, H, W] preprocessed) -> {"logits": [B, n_classes, H, W]} and, with the
+      GDLA decoder, "gdla_gate_mean" [B, 3]: per decoder stage (coarse to fine), the mean
+      gate value (served per stage as gatescope_gdla_gate_mean)
   explain_begin(x, query [qy, qx] in [0, 1) of the image) -> state (opaque to the server)
   explain_layer(state, s) -> (state, {"gate": [B, h_s, w_s], "attention": [B, h_s, w_s]})
       for decoder stages s = 0..2 (coarse to fine), one at a time
@@ -21,11 +23,17 @@ State = Tuple[torch.Tensor, List[torch.Tensor], torch.Tensor, float, float]
 
 
 class ServedSegmenter(nn.Module):
+    gdla: torch.jit.Final[bool]  # a constant: TorchScript compiles only the live branch
+
     def __init__(self, net: PvtSegmenter):
         super().__init__()
         self.net = net
+        self.gdla = net.cfg.decoder == "gdla"
 
     def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+        if self.gdla:
+            logits, gates = self.net.forward_with_gates(x)
+            return {"logits": logits, "gdla_gate_mean": gates}
         return {"logits": self.net(x)}
 
     @torch.jit.export

@@ -131,6 +131,31 @@ def test_scripted_equals_eager_two_sizes(plug):
             assert "decoder_plug_gate" not in ex and "encoder_plug_gate" not in ex
 
 
+def test_served_plug_scale_is_one_plus_the_mean_gate_of_each_layer(ops):
+    """forward()'s plug_scale_mean (served as gatescope_plug_scale_mean): per layer, 1 + the
+    mean of the explain map G, over the image's own tokens only for encoder layers (padding
+    left out) and over every query for decoder layers; scripted alike; none without PLuG."""
+    m = perturb(model(plug=True))
+    x, mask = batch(96, 128)
+    with torch.no_grad():
+        out, scripted = m(x, mask), torch.jit.script(m)(x, mask)
+        ex = m.explain(x, mask)
+        plain = model(plug=False)(x, mask)
+        padded = m._prepare(x, mask)[2]  # [B, S], True on padding
+    valid = (~padded).float()
+    want = [1.0 + (g.mean(dim=(2, 3)) * valid).sum(1) / valid.sum(1)
+            for g in ex["encoder_plug_gate"]]
+    want += [1.0 + g.mean(dim=(1, 2, 3)) for g in ex["decoder_plug_gate"]]
+    want = torch.stack(want, 1)
+    assert out["plug_scale_mean"].shape == (2, 4)
+    assert torch.allclose(out["plug_scale_mean"], want, atol=1e-5)
+    assert torch.allclose(scripted["plug_scale_mean"], want, atol=1e-5)
+    # The padded example's encoder statistic differs from the mean over all its tokens.
+    unmasked = 1.0 + ex["encoder_plug_gate"][0][1].mean()
+    assert abs(float(unmasked - want[1, 0])) > 1e-6
+    assert "plug_scale_mean" not in plain
+
+
 @pytest.mark.parametrize("plug", [False, True])
 def test_fused_equals_eager(ops, plug):
     m = perturb(model(plug=plug))

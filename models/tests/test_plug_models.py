@@ -77,3 +77,23 @@ def test_fused_ops_inside_the_model_match_eager(ops, arch):
         scripted = torch.jit.script(net)(x)["logits"]
     assert (fused - eager).abs().max() < 1e-5
     assert (scripted - eager).abs().max() < 1e-5
+
+
+def test_served_scale_is_one_plus_the_mean_gate_of_each_layer(ops):
+    """forward()'s plug_scale_mean (served as gatescope_plug_scale_mean) is 1 + the mean of
+    each layer's explain map G, eager and scripted through the fused op; plain DeiT has none."""
+    net = model("plug_deit")
+    with torch.no_grad():
+        for blk in net.blocks:
+            blk.attn.gml.weight.normal_()
+            blk.attn.gml.bias.normal_()
+        x = torch.randn(3, 1, 28, 28)
+        want = 1.0 + torch.stack([g.mean(dim=(1, 2)) for g in net.explain(x)["plug_gate"]], 1)
+        eager = net(x)["plug_scale_mean"]
+        net.set_fused(True)
+        scripted = torch.jit.script(net)(x)
+        plain = torch.jit.script(model("deit"))(x)
+    assert want.shape == (3, 4) and float((want - 1.0).abs().max()) > 0.0
+    assert torch.allclose(eager, want, atol=1e-6)
+    assert torch.allclose(scripted["plug_scale_mean"], want, atol=1e-5)
+    assert sorted(plain) == ["logits"]

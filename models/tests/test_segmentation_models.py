@@ -123,6 +123,16 @@ def test_converter_round_trip(ops, tmp_path, decoder):
             for kind, value in maps.items():
                 assert (value - ref_maps[f"{kind}.{stage + 1}"]).abs().max() < 1e-6
         assert (model.explain_end(state)["logits"] - ref_logits).abs().max() < 1e-5
+        # The served statistic (server: gatescope_gdla_gate_mean) is each stage's gate map
+        # averaged over tokens, and only the GDLA decoder has it.
+        out = model(x)
+    assert sorted(out) == sorted(stored["outputs"])
+    if decoder == "gdla":
+        assert out["gdla_gate_mean"].shape == (2, 3)
+        want = torch.stack([ref_maps[f"gate.{s + 1}"].mean(dim=(1, 2)) for s in range(3)], 1)
+        assert (out["gdla_gate_mean"] - want).abs().max() < 1e-5
+    else:
+        assert stored["outputs"] == ["logits"]
 
 
 def test_converter_rejects_wrong_labels_and_sizes(tmp_path):

@@ -51,7 +51,13 @@ class PlugAttention(nn.Module):
     `gated`, the PLuG gate (`q_gate`, `k_gate`: C -> d_g; `gml`: 1 -> 2); without it, plain
     DeiT attention. use_fused routes forward() through the op library when gradients are
     off (the ops have no backward): gatescope::plug_attention, or for the plain variant
-    gatescope::dar_attention with lambda 0 (exactly softmax attention)."""
+    gatescope::dar_attention with lambda 0 (exactly softmax attention).
+
+    forward(x) -> (out, stats): when gated, stats "plug_scale_mean" [B] is the mean over every
+    (query, key) pair of the factor 1 + G that scales the logits, in [0, 2] (served per layer
+    as gatescope_plug_scale_mean: 1 + G rather than G, because a histogram's sum must not
+    fall for Prometheus' rate() to read it, and G is signed); the plain variant returns no
+    stats."""
 
     gated: torch.jit.Final[bool]  # a constant: TorchScript compiles only the live variant
 
@@ -101,7 +107,10 @@ class PlugAttention(nn.Module):
                                                        self.gate_scale, True)
         else:
             heads = plug_reference(q, k, v, qg, kg, w, b, self.scale, self.gate_scale, True)
-        return self._out(heads), {}
+        # The fused op never holds G; the served statistic recomputes it (N^2 * d_g per
+        # example, a few percent of the layer: docs/benchmarks.md).
+        gate = plug_gate(qg, kg, w, b, self.gate_scale, True)
+        return self._out(heads), {"plug_scale_mean": 1.0 + gate.mean(dim=(1, 2))}
 
     def forward_with_maps(self, x: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         """Output plus maps: attention [B, H, N, N] and, when gated, plug_gate [B, N, N] (G)."""

@@ -43,6 +43,8 @@ def output_names(cfg: VitConfig):
     names = ["logits"]
     if cfg.arch == "dgvit":
         names.append("gate_mean")
+    if cfg.arch == "plug_deit":
+        names.append("plug_scale_mean")
     if cfg.dar:
         names.append("vigilance_mean")
     return names

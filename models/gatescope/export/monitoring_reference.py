@@ -1,16 +1,21 @@
-"""Reference values of a classifier's served per-layer statistics, written into its card.
+"""Reference values of a model's served per-layer statistics, written into its card.
 
-The server observes, per served example, the model's per-layer statistics outputs
-("gate_mean" for M-DGSA, "vigilance_mean" for DAR) in Prometheus histograms
-(`gatescope_gate_mean`, `gatescope_vigilance_crossing`). Drift alerts compare the served mean
-of each layer with the mean over the held-out test set, recorded here in the model card
-(README.md) as a table and a machine-readable block that `deploy/monitoring/drift_rules.py`
-turns into recording rules.
+The server observes, per served example, the model's per-layer statistics outputs in
+Prometheus histograms (server/metrics/server_metrics.cc): "gate_mean" (M-DGSA gates) in
+`gatescope_gate_mean`, "vigilance_mean" (DAR) in `gatescope_vigilance_crossing`,
+"plug_scale_mean" (PLuG: the logit scale 1 + G) in `gatescope_plug_scale_mean` and
+"gdla_gate_mean" (GDLA decoder gates, one "layer" per decoder stage) in
+`gatescope_gdla_gate_mean`. Drift alerts
+compare the served mean of each layer with the mean over the model's held-out data, recorded
+here in the model card (README.md) as a table and a machine-readable block. The server reads
+that block when it loads the model and exports it beside the histograms
+(`gatescope_reference_mean`, `gatescope_reference_stddev`), so the reference travels with
+the model.
 """
 import json
 import pathlib
 import re
-from typing import Dict, List
+from typing import Dict, Iterable, Iterator, List
 
 import numpy as np
 import torch
@@ -19,39 +24,68 @@ from gatescope.export.archive import read_metadata
 
 # Model output -> the server's histogram of it (server/metrics/server_metrics.cc).
 METRICS = {"gate_mean": "gatescope_gate_mean",
-           "vigilance_mean": "gatescope_vigilance_crossing"}
+           "vigilance_mean": "gatescope_vigilance_crossing",
+           "plug_scale_mean": "gatescope_plug_scale_mean",
+           "gdla_gate_mean": "gatescope_gdla_gate_mean"}
 HEADING = "## Monitoring reference"
 BLOCK = re.compile(r"```json monitoring-reference\n(.*?)\n```", re.S)
 
 
-def statistics(model_path, images: np.ndarray, batch: int = 250) -> Dict[str, np.ndarray]:
+def statistics_outputs(meta: dict) -> List[str]:
+    """The outputs of a model (its metadata) that the server observes as statistics."""
+    return [o for o in meta["outputs"] if o in METRICS]
+
+
+def statistics(model_path, inputs: Iterable[torch.Tensor]) -> Dict[str, np.ndarray]:
     """Per-example statistics [N, layers] of each statistics output of the archive at
-    `model_path`, for uint8 images [N, H, W] normalised as the server does (metadata's
-    scale, mean and std)."""
-    meta = read_metadata(model_path)
-    outputs = [o for o in meta["outputs"] if o in METRICS]
-    spec = meta["input"]
+    `model_path`, over `inputs`: batches of model inputs preprocessed as the server does
+    (classifier_inputs, segmenter_inputs, detector_inputs)."""
+    outputs = statistics_outputs(read_metadata(model_path))
     model = torch.jit.load(str(model_path), map_location="cpu")
-    mean = torch.tensor(spec["mean"]).view(1, -1, 1, 1)
-    std = torch.tensor(spec["std"]).view(1, -1, 1, 1)
     found: Dict[str, List[torch.Tensor]] = {o: [] for o in outputs}
     with torch.no_grad():
-        for i in range(0, len(images), batch):
-            x = torch.from_numpy(np.array(images[i:i + batch])).float().unsqueeze(1) * spec["scale"]
-            result = model((x - mean) / std)
+        for x in inputs:
+            result = model(x)
             for o in outputs:
                 found[o].append(result[o].double())
     return {o: torch.cat(v).numpy() for o, v in found.items()}
+
+
+def classifier_inputs(meta: dict, images: np.ndarray, batch: int = 250) -> Iterator[torch.Tensor]:
+    """uint8 images [N, H, W] scaled and normalised by the metadata's scale, mean and std."""
+    spec = meta["input"]
+    mean = torch.tensor(spec["mean"]).view(1, -1, 1, 1)
+    std = torch.tensor(spec["std"]).view(1, -1, 1, 1)
+    for i in range(0, len(images), batch):
+        x = torch.from_numpy(np.array(images[i:i + batch])).float().unsqueeze(1) * spec["scale"]
+        yield (x - mean) / std
+
+
+def segmenter_inputs(meta: dict, images: np.ndarray, batch: int = 8) -> Iterator[torch.Tensor]:
+    """uint8 images [N, H, W] resized to the model's input and min-max scaled per image."""
+    from gatescope.segmentation import preprocess
+    size = tuple(meta["input"]["shape"][1:])
+    for i in range(0, len(images), batch):
+        yield preprocess(torch.from_numpy(np.array(images[i:i + batch])).unsqueeze(1), size)
+
+
+def detector_inputs(images: Iterable[np.ndarray]) -> Iterator[torch.Tensor]:
+    """Each uint8 image [H, W] alone at its own size, normalised (the model pads it)."""
+    from gatescope.detection import preprocess
+    for image in images:
+        yield preprocess(image)
 
 
 def section(per_example: Dict[str, np.ndarray], source: str) -> str:
     """The card's monitoring section for `per_example` ({output: [N, layers]})."""
     lines = [HEADING, "",
              f"Per layer, over {source}, each statistic as the server computes it for one "
-             "served example (`docs/metrics.md`). The drift alerts in `deploy/monitoring/` "
-             "compare the served per-layer mean with these means; the per-example spread "
-             "tells how many requests a shift needs before it stands out of the noise. "
-             "Written by `models/monitoring_reference.py`.", ""]
+             "served example (`docs/metrics.md`). The server reads the block below when it "
+             "loads the model and exports it beside its histograms "
+             "(`gatescope_reference_mean`, `gatescope_reference_stddev`); the drift alerts in "
+             "`deploy/monitoring/` compare the served per-layer mean with these means, and the "
+             "per-example spread tells how many requests a shift needs before it stands out of "
+             "the noise. Written by `models/monitoring_reference.py`.", ""]
     records = []
     for output, values in per_example.items():
         metric = METRICS[output]

@@ -380,15 +380,31 @@ class DeformableDETR(nn.Module):
     # ---------------------------------------------------------------- API
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None
                 ) -> Dict[str, torch.Tensor]:
+        """{"logits" [B, Q, C], "boxes" [B, Q, 4]} and, with plug, "plug_scale_mean"
+        [B, enc_layers + dec_layers]: per layer (encoder layers first), the mean logit scale
+        1 + G over heads, levels and queries (an encoder layer's queries are the image's
+        tokens: padding left out). G is a by-product of the layer's attention logits, so this
+        costs one reduction per layer."""
         src, pos, mask_flat, shapes, start, ratios = self._prepare(x, mask)
         ref_enc = self._encoder_reference_points(shapes, ratios)
+        scales: List[torch.Tensor] = []
+        valid = (~mask_flat).to(src.dtype)  # [B, S]
         for layer in self.transformer.encoder.layers:
-            src = layer(src, pos, ref_enc, shapes, start, mask_flat)
+            src, maps = layer.forward_with_maps(src, pos, ref_enc, shapes, start, mask_flat)
+            if "plug_gate" in maps:
+                per_token = maps["plug_gate"].mean(dim=(2, 3))  # [B, S]
+                scales.append(1.0 + (per_token * valid).sum(1) / valid.sum(1).clamp(min=1.0))
         query_pos, tgt, reference = self._queries(x.shape[0])
         ref_dec = reference[:, :, None] * ratios[:, None]
         for layer in self.transformer.decoder.layers:
-            tgt = layer(tgt, query_pos, ref_dec, src, shapes, start, mask_flat)
-        return self._heads(tgt, reference)
+            tgt, maps = layer.forward_with_maps(tgt, query_pos, ref_dec, src, shapes, start,
+                                                mask_flat)
+            if "plug_gate" in maps:
+                scales.append(1.0 + maps["plug_gate"].mean(dim=(1, 2, 3)))
+        out = self._heads(tgt, reference)
+        if len(scales) > 0:
+            out["plug_scale_mean"] = torch.stack(scales, dim=1)
+        return out
 
     def explain_begin(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None
                       ) -> ExplainState:

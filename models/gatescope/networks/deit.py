@@ -6,9 +6,10 @@ parameters are missing) and computes exactly what it did.
 Names: patch_embed.proj, cls_token, pos_embed, blocks.i.{norm1, attn.{qkv, proj, q_gate,
 k_gate, gml}, norm2, mlp.{fc1, fc2}}, norm, head. LayerNorm eps 1e-6 and GELU MLP as timm.
 Same model contract as gatescope.networks.vit (forward, explain_begin/layer/end, explain);
-PLuG layers' maps add plug_gate [B, N, N], the head-shared gate G.
+PLuG layers' maps add plug_gate [B, N, N], the head-shared gate G, and PLuG-DeiT's forward
+adds the per-layer statistic "plug_scale_mean" [B, L] (the mean logit scale 1 + G).
 """
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 from torch import nn
@@ -88,7 +89,15 @@ class Deit(LayerwiseExplain):
         return self.pos_drop(torch.cat([cls, t], dim=1) + self.pos_embed)
 
     def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+        """{"logits" [B, classes]} and, for PLuG-DeiT, "plug_scale_mean" [B, L] (per layer,
+        the mean over query-key pairs of the logit scale 1 + G)."""
         t = self._tokens(x)
+        per_layer: List[torch.Tensor] = []
         for blk in self.blocks:
-            t, _ = blk(t)
-        return {"logits": self.head(self.norm(t)[:, 0])}
+            t, stats = blk(t)
+            if "plug_scale_mean" in stats:
+                per_layer.append(stats["plug_scale_mean"])
+        out = {"logits": self.head(self.norm(t)[:, 0])}
+        if len(per_layer) > 0:
+            out["plug_scale_mean"] = torch.stack(per_layer, dim=1)
+        return out

@@ -7,7 +7,8 @@ concatenated and projected back to C. GDLAM wraps it as
     x + mixer(SiLU(conv3x3(LN(x))))  then  x + GatedConvFfn(LN(x)).
 
 use_fused selects gatescope::gdla_attention for forward() when gradients are off
-(gatescope.attention.fused); explain() runs the eager reference and also returns
+(gatescope.attention.fused); forward_with_gate() also returns the per-example gate mean
+(the served statistic gdla_gate_mean); explain() runs the eager reference and also returns
 per-token gate means and one query token's effective attention (O(N)).
 """
 from typing import Dict, Tuple
@@ -68,6 +69,19 @@ class GatedDiffLinearAttn(nn.Module):
         return self._merge(self._attend(main, self.lambda_scale_main),
                            self._attend(local, self.lambda_scale_aux))
 
+    def forward_with_gate(self, x: torch.Tensor, h: int, w: int
+                          ) -> Tuple[torch.Tensor, torch.Tensor]:
+        """forward()'s output plus the gate mean [B]: the gate values averaged over both
+        paths, heads, tokens and channels (the mean of explain()'s `gate` map). The op
+        applies the gate inside and does not return it, so this is one more elementwise
+        pass over g."""
+        main, local = self._paths(x, h, w)
+        y = self._merge(self._attend(main, self.lambda_scale_main),
+                        self._attend(local, self.lambda_scale_aux))
+        gate = 0.5 * (self._gate_values(main[3]).mean(dim=(1, 2, 3))
+                      + self._gate_values(local[3]).mean(dim=(1, 2, 3)))
+        return y, gate
+
     def explain(self, x: torch.Tensor, h: int, w: int,
                 query: int) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         """Output plus maps [B, N]: `gate` (gate value averaged over heads, channels and
@@ -116,6 +130,15 @@ class GDLAM(nn.Module):
         t = t + self.attn(self._mixer_input(t, h, w), h, w)
         t = t + self.mlp(self.norm2(t), h, w)
         return t.reshape(b, h, w, c).permute(0, 3, 1, 2)
+
+    def forward_with_gate(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """forward()'s output plus the attention's gate mean [B] (GatedDiffLinearAttn)."""
+        b, c, h, w = x.shape
+        t = x.reshape(b, c, h * w).transpose(1, 2)
+        y, gate = self.attn.forward_with_gate(self._mixer_input(t, h, w), h, w)
+        t = t + y
+        t = t + self.mlp(self.norm2(t), h, w)
+        return t.reshape(b, h, w, c).permute(0, 3, 1, 2), gate
 
     def explain(self, x: torch.Tensor, query: int) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         b, c, h, w = x.shape

@@ -107,6 +107,15 @@ class PvtSegmenter(nn.Module):
         skip, feats = self._encode(x)
         return self._head(self._decode(feats)[2], skip)
 
+    def forward_with_gates(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """GDLA decoder only: forward()'s logits plus the gate mean of each decoder stage
+        [B, 3] (coarse to fine, as explain_stage numbers them; GDLAM.forward_with_gate)."""
+        skip, feats = self._encode(x)
+        d3, g1 = self.de1.forward_with_gate(self._stage_input(0, feats[3], feats))
+        d2, g2 = self.de2.forward_with_gate(self._stage_input(1, d3, feats))
+        d1, g3 = self.de3.forward_with_gate(self._stage_input(2, d2, feats))
+        return self._head(d1, skip), torch.stack([g1, g2, g3], dim=1)
+
     @torch.jit.unused
     def forward_all(self, x: torch.Tensor) -> List[torch.Tensor]:
         """[main logits] or, with deep supervision, [stage-4, de1, de2, main] logits, all at
