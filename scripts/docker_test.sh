@@ -231,7 +231,7 @@ ready=$(docker exec "$NAME" gatescope-client models --server "127.0.0.1:$grpc" |
 log "models: all $n_models shipped models ready"
 
 # Predictions: the label of every image.
-before=$(metric_value "$metrics_port" gatescope_requests_total model="$MODEL" code=OK)
+before=$(metric_value "$metrics_port" gatescope_requests_total model="$MODEL" kind=predict code=OK)
 docker exec "$NAME" gatescope-client predict --server "127.0.0.1:$grpc" --model "$MODEL" \
   --top-k 3 "${inputs[@]}" >"$work/predict.jsonl" || fail "predict failed: $(cat "$work/predict.jsonl")"
 "$PY" - "$work/predict.jsonl" "$work/in/labels.csv" <<'EOF' || fail "predictions are wrong"
@@ -249,19 +249,19 @@ n=${#inputs[@]}
 log "predict: all $n labels right"
 
 # /metrics from the host: exactly these requests were counted.
-after=$(metric_value "$metrics_port" gatescope_requests_total model="$MODEL" code=OK)
+after=$(metric_value "$metrics_port" gatescope_requests_total model="$MODEL" kind=predict code=OK)
 "$PY" -c 'import sys; b = 0 if sys.argv[1] == "absent" else float(sys.argv[1]); sys.exit(float(sys.argv[2]) - b != int(sys.argv[3]))' \
   "$before" "$after" "$n" || fail "gatescope_requests_total{model=$MODEL,code=OK}: $before before, $after after $n predictions"
-v=$(metric_value "$metrics_port" gatescope_inference_count model="$MODEL")
-[ "$v" = "$n.0" ] || fail "gatescope_inference_count{model=$MODEL} = $v, want $n"
+v=$(metric_value "$metrics_port" gatescope_inferences_total model="$MODEL")
+[ "$v" = "$n.0" ] || fail "gatescope_inferences_total{model=$MODEL} = $v, want $n"
 v=$(metric_value "$metrics_port" gatescope_model_ready model="$MODEL")
 [ "$v" = 1.0 ] || fail "gatescope_model_ready{model=$MODEL} = $v, want 1"
-v=$(metric_value "$metrics_port" gatescope_request_duration_seconds_count model="$MODEL")
-[ "$v" = "$n.0" ] || fail "gatescope_request_duration_seconds_count{model=$MODEL} = $v, want $n"
+v=$(metric_value "$metrics_port" gatescope_request_duration_seconds_count model="$MODEL" kind=predict)
+[ "$v" = "$n.0" ] || fail "gatescope_request_duration_seconds_count{model=$MODEL,kind=predict} = $v, want $n"
 v=$(metric_value "$metrics_port" gatescope_process_resident_memory_bytes)
 "$PY" -c 'import sys; sys.exit(not float(sys.argv[1]) > 1e7)' "$v" 2>/dev/null \
   || fail "gatescope_process_resident_memory_bytes = $v"
-log "metrics: gatescope_requests_total{model=$MODEL,code=OK} $before -> $after, inference_count $n, model_ready 1"
+log "metrics: gatescope_requests_total{model=$MODEL,kind=predict,code=OK} $before -> $after, inferences_total $n, model_ready 1"
 
 # The other tasks: segmentation (a class per pixel) and detection (boxes in the image).
 docker exec "$NAME" gatescope-client predict --server "127.0.0.1:$grpc" --model pvt_gdla_colin27 \

@@ -9,8 +9,8 @@ namespace gatescope {
 void MetricsObserver::Executed(int batch_size, absl::Duration input, absl::Duration infer,
                                absl::Duration output) {
   m_->batch_size->Observe(batch_size);
-  m_->inference_count->Increment(batch_size);
-  m_->execution_count->Increment();
+  m_->inferences->Increment(batch_size);
+  m_->executions->Increment();
   m_->compute_input_seconds->Observe(absl::ToDoubleSeconds(input));
   m_->compute_infer_seconds->Observe(absl::ToDoubleSeconds(infer));
   m_->compute_output_seconds->Observe(absl::ToDoubleSeconds(output));
@@ -18,8 +18,9 @@ void MetricsObserver::Executed(int batch_size, absl::Duration input, absl::Durat
 }
 
 void MetricsObserver::Outputs(const NamedTensors& outputs) {
-  for (const char* name : {"gate_mean", "vigilance_mean"}) {
-    auto it = outputs.find(name);
+  for (const LayerStatistic& statistic : LayerStatistics()) {
+    const std::string_view name = statistic.output;
+    auto it = outputs.find(std::string(name));
     if (it == outputs.end() || it->second.dim() != 2) continue;
     const at::Tensor values = it->second.to(at::kDouble).contiguous();
     const double* v = values.data_ptr<double>();

@@ -22,8 +22,9 @@ class MetricsObserver final : public QueueObserver, public ExecutionObserver {
   }
   void Executed(int batch_size, absl::Duration input, absl::Duration infer,
                 absl::Duration output) override;
-  // Per-layer statistics outputs [B, L] ("gate_mean", "vigilance_mean"), one value per
-  // example; non-finite values are not observed.
+  // Per-layer statistics outputs [B, L] (every LayerStatistic's output: "gate_mean",
+  // "vigilance_mean", "plug_scale_mean", "gdla_gate_mean"), one value per example and
+  // layer; non-finite values are not observed.
   void Outputs(const NamedTensors& outputs) override;
 
   // This version's statistics; the frontends record each finished call in it.

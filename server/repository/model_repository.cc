@@ -13,6 +13,7 @@
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 #include "server/config/model_config.h"
+#include "server/repository/monitoring_reference.h"
 #include "server/repository/repository_names.h"
 #include "server/tasks/task_registry.h"
 
@@ -145,12 +146,12 @@ std::vector<std::string> ModelRepository::ModelDirectories() const {
 }
 
 std::string ModelRepository::Fingerprint(const std::string& name) const {
-  // The files loading reads (config.pbtxt, every <version>/model.pt), each with where it
-  // resolves (re-pointing an in-repository link is a change) and its modification time.
-  // Nothing outside the root is looked at: a refused path only contributes its refusal.
+  // The files loading reads (config.pbtxt, the card, every <version>/model.pt), each with
+  // where it resolves (re-pointing an in-repository link is a change) and its modification
+  // time. Nothing outside the root is looked at: a refused path only contributes its refusal.
   const fs::path dir = fs::path(options_.root) / name;
   if (!ResolveInside(dir.string(), name).ok()) return "refused";
-  std::vector<fs::path> files = {dir / kServingConfigFile};
+  std::vector<fs::path> files = {dir / kServingConfigFile, dir / kModelCardFile};
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     files.push_back(entry.path() / kModelFile);
@@ -214,9 +215,31 @@ absl::Status ModelRepository::LoadModelLocked(const std::string& name) {
     return first_error;
   }
   deps_.metrics->ForModel(name)->ready->Set(any_ready ? 1 : 0);
+  if (any_ready) {
+    ExportReferences(name);
+  } else {
+    deps_.metrics->ForModel(name)->SetReferences({}).IgnoreError();  // empty: always OK
+  }
   NotifyState(name);
   StopVersions(old);  // drains requests already queued on the replaced versions
   return any_ready ? absl::OkStatus() : first_error;
+}
+
+void ModelRepository::ExportReferences(const std::string& name) const {
+  ModelMetrics* metrics = deps_.metrics->ForModel(name);
+  absl::StatusOr<std::string> card =
+      ResolveInside((fs::path(options_.root) / name / kModelCardFile).string(),
+                    QuoteName(name + "/" + kModelCardFile));
+  absl::Status st = card.status();
+  if (st.ok()) {
+    absl::StatusOr<std::vector<StatisticReference>> references = ReadMonitoringReference(*card);
+    st = references.ok() ? metrics->SetReferences(*references) : references.status();
+  }
+  if (!st.ok()) {
+    GS_LOG(WARNING) << "model " << name << ": no drift references exported: "
+                    << HideRepositoryPath(st, {root_, options_.root});
+    metrics->SetReferences({}).IgnoreError();  // empty: always OK
+  }
 }
 
 ModelRepository::Versions ModelRepository::LoadModelDirectory(const std::string& name,
@@ -305,6 +328,7 @@ absl::Status ModelRepository::UnloadModelLocked(const std::string& name) {
     fingerprints_.erase(name);
   }
   deps_.metrics->ForModel(name)->ready->Set(0);
+  deps_.metrics->ForModel(name)->SetReferences({}).IgnoreError();  // empty: always OK
   NotifyState(name);
   StopVersions(old);
   GS_LOG(INFO) << "unloaded " << name;

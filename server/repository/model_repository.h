@@ -131,6 +131,10 @@ class ModelRepository {
   absl::Status UnloadModelLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   std::string Fingerprint(const std::string& name) const;
+  // Exports the references of <root>/<name>'s card (monitoring_reference.h) as the model's
+  // reference series, replacing earlier ones; a card without references, or one that cannot
+  // be read or parsed (logged), leaves none. Called on each (re)load that took effect.
+  void ExportReferences(const std::string& name) const;
   void NotifyState(const std::string& name);
   static void StopVersions(const Versions& versions);
 

@@ -121,16 +121,16 @@ def test_health_models_and_metrics(server, pngs):
     body = urllib.request.urlopen(
         f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10).read().decode()
     ok_line = [l for l in body.splitlines()
-               if l.startswith('gatescope_requests_total{code="OK",model="vit_fmnist"}')]
+               if l.startswith('gatescope_requests_total{code="OK",kind="predict",model="vit_fmnist"}')]
     assert ok_line and float(ok_line[0].split()[-1]) >= 1
-    assert 'gatescope_request_duration_seconds_count{model="dgvit_fmnist"}' in body
+    assert 'gatescope_request_duration_seconds_count{kind="predict",model="dgvit_fmnist"}' in body
     assert 'gatescope_model_ready{model="dgvit_fmnist"} 1' in body
     values = {l.split()[0]: float(l.split()[1]) for l in body.splitlines()
               if l.startswith("gatescope_") and " " in l}
     m = '{model="vit_fmnist"}'
-    assert values["gatescope_inference_count" + m] >= 1
-    assert values["gatescope_execution_count" + m] >= 1
-    assert values["gatescope_inference_count" + m] == values["gatescope_batch_size_sum" + m]
+    assert values["gatescope_inferences_total" + m] >= 1
+    assert values["gatescope_executions_total" + m] >= 1
+    assert values["gatescope_inferences_total" + m] == values["gatescope_batch_size_sum" + m]
     for stage in ("queue", "compute_input", "compute_infer", "compute_output"):
         assert values[f"gatescope_{stage}_duration_seconds_count" + m] >= 1
     assert values["gatescope_pending_requests" + m] == 0

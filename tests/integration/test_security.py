@@ -156,7 +156,7 @@ def test_metrics_are_served_over_mutual_tls_and_need_a_token(server, pki):
         scrape(server.metrics_port, pki)
     assert err.value.code == 401
     assert err.value.headers["WWW-Authenticate"].startswith("Bearer")
-    assert "gatescope_inference_count" in scrape(server.metrics_port, pki, USER)
+    assert "gatescope_inferences_total" in scrape(server.metrics_port, pki, USER)
     # Plain HTTP gets no answer; HTTPS without a client certificate fails the handshake.
     with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
         urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10)
@@ -170,7 +170,7 @@ def test_silent_tls_peers_neither_block_scrapes_nor_stay_open(server, pki):
     silent = [socket.create_connection(("127.0.0.1", server.metrics_port)) for _ in range(40)]
     try:
         start = time.monotonic()
-        assert "gatescope_inference_count" in scrape(server.metrics_port, pki, USER)
+        assert "gatescope_inferences_total" in scrape(server.metrics_port, pki, USER)
         assert time.monotonic() - start < 2
         silent[0].settimeout(15)
         start = time.monotonic()
@@ -190,7 +190,7 @@ def test_metrics_tls_false_keeps_metrics_on_plain_http(tmp_path, pki):
     try:
         body = urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics",
                                       timeout=10).read().decode()
-        assert "gatescope_inference_count" in body
+        assert "gatescope_inferences_total" in body
     finally:
         assert stop_server(srv) == 0, srv.log()
 

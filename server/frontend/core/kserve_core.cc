@@ -1,5 +1,6 @@
 #include "server/frontend/core/kserve_core.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/match.h"
@@ -36,8 +37,9 @@ void KServeCore::ServerMetadata(kv::ServerMetadataResponse* response) const {
 void KServeCore::ModelInfer(const kv::ModelInferRequest* request,
                             kv::ModelInferResponse* response, const CallContext& context,
                             FinishCall finish) const {
-  auto call = BeginModelCall(std::move(finish), *repository_, request->model_name(),
-                             request->model_version(), shutting_down(), clock_);
+  auto call = BeginModelCall(std::move(finish), RequestKind::kPredict, *repository_,
+                             request->model_name(), request->model_version(), shutting_down(),
+                             clock_);
   if (!call) return;
   absl::StatusOr<Scheduling> scheduling = SchedulingOf(*request);
   if (!scheduling.ok()) return call->Finish(scheduling.status());
@@ -63,6 +65,9 @@ void KServeCore::ModelInfer(const kv::ModelInferRequest* request,
   }
   if (!jobs.ok()) return call->Finish(jobs.status());
   call->examples->store(static_cast<int>(jobs->size()));
+  if (std::any_of(jobs->begin(), jobs->end(), [](const auto& job) { return job->explains(); })) {
+    call->kind->store(RequestKind::kExplain);
+  }
   // Once an example has failed, the call's answer is that error: queued examples are
   // refused (as cancelled) rather than run.
   auto abandoned = [results] { return results->failed(); };

@@ -7,7 +7,8 @@ namespace gatescope {
 
 void ModelCall::Finish(const absl::Status& status) const {
   const absl::Time now = clock->Now();
-  model->metrics->RecordRequest(StatusCodeName(status.code()), absl::ToDoubleSeconds(now - start));
+  model->metrics->RecordRequest(kind->load(), StatusCodeName(status.code()),
+                                absl::ToDoubleSeconds(now - start));
   if (model->observer) {
     model->observer->statistics().Finished(status.ok(), examples->load(), now - start, now);
   }
@@ -18,7 +19,7 @@ CallDone ModelCall::Done() const {
   return [call = *this](absl::Status status) { call.Finish(status); };
 }
 
-std::optional<ModelCall> BeginModelCall(FinishCall finish,
+std::optional<ModelCall> BeginModelCall(FinishCall finish, RequestKind kind,
                                         const ModelRepository& repository,
                                         const std::string& name, const std::string& version,
                                         bool shutting_down, const Clock* clock) {
@@ -27,7 +28,8 @@ std::optional<ModelCall> BeginModelCall(FinishCall finish,
     finish(found.status());
     return std::nullopt;
   }
-  ModelCall call{std::move(finish), *std::move(found), clock, clock->Now()};
+  ModelCall call{std::move(finish), *std::move(found), clock, clock->Now(),
+                 std::make_shared<std::atomic<RequestKind>>(kind)};
   if (shutting_down) {
     call.Finish(absl::UnavailableError("server is shutting down"));
     return std::nullopt;

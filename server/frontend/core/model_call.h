@@ -37,6 +37,10 @@ struct ModelCall {
   std::shared_ptr<ServedModel> model;
   const Clock* clock;  // measures the call's latency; outlives the call
   absl::Time start;
+  // The `kind` label of the call's latency and outcome; shared by the copies. gatescope.v1
+  // knows it from the method; a KServe call starts as a prediction and becomes an
+  // explanation when its jobs explain (its "explain" parameters), set before any is queued.
+  std::shared_ptr<std::atomic<RequestKind>> kind;
   // The examples the call carries, for the version's statistics; shared by the copies, set
   // before any job is queued.
   std::shared_ptr<std::atomic<int>> examples = std::make_shared<std::atomic<int>>(1);
@@ -50,8 +54,9 @@ struct ModelCall {
 };
 
 // Finds the model and checks it can take work now. On failure `finish` has already been
-// called and nullopt comes back.
-std::optional<ModelCall> BeginModelCall(FinishCall finish,
+// called and nullopt comes back; a failure after the model was found (shutting down, not
+// ready) is recorded in its metrics under `kind`, as every later outcome is.
+std::optional<ModelCall> BeginModelCall(FinishCall finish, RequestKind kind,
                                         const ModelRepository& repository,
                                         const std::string& name, const std::string& version,
                                         bool shutting_down, const Clock* clock);

@@ -5,10 +5,10 @@
 namespace gatescope {
 
 template <typename Request, typename Response, typename MakeJob>
-void V1Core::Serve(const Request& request, Response* response,
+void V1Core::Serve(RequestKind kind, const Request& request, Response* response,
                    const absl::StatusOr<Scheduling>& scheduling, const CallContext& context,
                    FinishCall finish, MakeJob make_job) const {
-  auto call = BeginModelCall(std::move(finish), *repository_, request.model_name(),
+  auto call = BeginModelCall(std::move(finish), kind, *repository_, request.model_name(),
                              request.model_version(), shutting_down_.load(), clock_);
   if (!call) return;
   if (!scheduling.ok()) return call->Finish(scheduling.status());
@@ -21,7 +21,8 @@ void V1Core::Serve(const Request& request, Response* response,
 
 void V1Core::Predict(const v1::PredictRequest* request, v1::PredictResponse* response,
                      const CallContext& context, FinishCall finish) const {
-  Serve(*request, response, SchedulingOf(*request), context, std::move(finish),
+  Serve(RequestKind::kPredict, *request, response, SchedulingOf(*request), context,
+        std::move(finish),
         [&](const Task& task, CallDone done) {
           return task.Predict(*request, response, std::move(done));
         });
@@ -29,7 +30,7 @@ void V1Core::Predict(const v1::PredictRequest* request, v1::PredictResponse* res
 
 void V1Core::Explain(const v1::ExplainRequest* request, v1::ExplainResponse* response,
                      const CallContext& context, FinishCall finish) const {
-  Serve(*request, response, Scheduling(), context, std::move(finish),
+  Serve(RequestKind::kExplain, *request, response, Scheduling(), context, std::move(finish),
         [&](const Task& task, CallDone done) {
           return task.Explain(*request, response, std::move(done));
         });

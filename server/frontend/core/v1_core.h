@@ -39,9 +39,10 @@ class V1Core {
                                 ::gatescope::v1::ModelMetadataResponse* response) const;
 
  private:
-  // The shared body of Predict and Explain: `make_job(task, done)` is the task's method.
+  // The shared body of Predict and Explain: `make_job(task, done)` is the task's method;
+  // the call is recorded under `kind`.
   template <typename Request, typename Response, typename MakeJob>
-  void Serve(const Request& request, Response* response,
+  void Serve(RequestKind kind, const Request& request, Response* response,
              const absl::StatusOr<Scheduling>& scheduling, const CallContext& context,
              FinishCall finish, MakeJob make_job) const;
 

@@ -47,5 +47,24 @@ TEST(MetricsObserverTest, LayerStatisticsSkipNonFiniteValues) {
   EXPECT_DOUBLE_EQ(vigilance["1"].first, 0.125);
 }
 
+TEST(MetricsObserverTest, PlugAndGdlaGatesAreObservedPerLayer) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  ServerMetrics metrics(registry);
+  MetricsObserver observer(metrics.ForModel("m"));
+  // PLuG: two examples, two layers; GDLA: one example, three decoder stages.
+  observer.Outputs({{"logits", at::zeros({2, 10})},
+                    {"plug_scale_mean", at::tensor({0.875f, 1.5f, 0.75f, 1.25f}).view({2, 2})},
+                    {"gdla_gate_mean", at::tensor({0.375f, 0.5f, 0.625f}).view({1, 3})}});
+  auto plug = LayerTotals(*registry, "gatescope_plug_scale_mean");
+  EXPECT_DOUBLE_EQ(plug["0"].first, 1.625);
+  EXPECT_EQ(plug["0"].second, 2u);
+  EXPECT_DOUBLE_EQ(plug["1"].first, 2.75);
+  auto gdla = LayerTotals(*registry, "gatescope_gdla_gate_mean");
+  ASSERT_EQ(gdla.size(), 3u);
+  EXPECT_DOUBLE_EQ(gdla["2"].first, 0.625);
+  EXPECT_EQ(gdla["2"].second, 1u);
+  EXPECT_TRUE(LayerTotals(*registry, "gatescope_gate_mean").empty());
+}
+
 }  // namespace
 }  // namespace gatescope

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -200,6 +202,51 @@ TEST_F(ModelRepositoryTest, LoadUnloadAndPollAtRunTime) {
 
   EXPECT_EQ(events.front(), std::make_pair(std::string("n"), true));
   EXPECT_EQ(events[2], std::make_pair(std::string("n"), false));
+}
+
+// The value of gatescope_reference_mean{model, statistic="gate_mean", layer}; -1 if absent.
+double ReferenceMean(prometheus::Registry& registry, const std::string& model,
+                     const std::string& layer) {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != "gatescope_reference_mean") continue;
+    for (const auto& metric : family.metric) {
+      std::map<std::string, std::string> labels;
+      for (const auto& l : metric.label) labels[l.name] = l.value;
+      if (labels["model"] == model && labels["statistic"] == "gate_mean" &&
+          labels["layer"] == layer) {
+        return metric.gauge.value;
+      }
+    }
+  }
+  return -1;
+}
+
+TEST_F(ModelRepositoryTest, CardReferencesAreExportedOnLoadAndDroppedOnUnload) {
+  AddVersion("m", "1");
+  AddVersion("n", "1");
+  std::ofstream(root_ / "m" / "README.md")
+      << "# m\n\n```json monitoring-reference\n[{\"metric\": \"gatescope_gate_mean\", "
+         "\"mean\": [0.54068, 0.5168], \"std\": [0.03201, 0.0214]}]\n```\n";
+  std::ofstream(root_ / "n" / "README.md") << "```json monitoring-reference\nnot json\n```\n";
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  auto& registry = *metrics_.registry();
+  EXPECT_EQ(ReferenceMean(registry, "m", "0"), 0.54068);
+  EXPECT_EQ(ReferenceMean(registry, "m", "1"), 0.5168);
+  // A card that does not parse exports nothing; the model itself serves.
+  EXPECT_TRUE((*repo)->Find("n", "").value()->ready());
+  EXPECT_EQ(ReferenceMean(registry, "n", "0"), -1);
+  // A rewritten card is a change polling reloads.
+  std::ofstream(root_ / "m" / "README.md")
+      << "```json monitoring-reference\n[{\"metric\": \"gatescope_gate_mean\", "
+         "\"mean\": [0.5], \"std\": [0.01]}]\n```\n";
+  fs::last_write_time(root_ / "m" / "README.md",
+                      fs::last_write_time(root_ / "m" / "README.md") + std::chrono::seconds(2));
+  (*repo)->Poll();
+  EXPECT_EQ(ReferenceMean(registry, "m", "0"), 0.5);
+  EXPECT_EQ(ReferenceMean(registry, "m", "1"), -1);
+  ASSERT_TRUE((*repo)->UnloadModel("m").ok());
+  EXPECT_EQ(ReferenceMean(registry, "m", "0"), -1);
 }
 
 TEST_F(ModelRepositoryTest, FailedReloadKeepsServingAndStopRefusesControl) {
