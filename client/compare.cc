@@ -125,12 +125,13 @@ absl::Status CheckDetection(const v1::ExplainResponse& r) {
     return absl::DataLossError("the response has maps for some detections only");
   }
   for (const v1::DetectionMaps& m : r.detection_maps()) {
-    GS_RETURN_IF_ERROR(CheckMap(m.sampling_points(), 5, "sampling points"));
-    GS_RETURN_IF_ERROR(CheckMap(m.attention_weights(), 4, "attention weights"));
-    if (m.sampling_points().shape(4) != 2 ||
-        m.sampling_points().data().size() != 2 * m.attention_weights().data().size()) {
-      return absl::DataLossError("sampling points and weights do not match");
-    }
+    const v1::Tensor& loc = m.sampling_points();
+    const v1::Tensor& w = m.attention_weights();
+    GS_RETURN_IF_ERROR(CheckMap(loc, 5, "sampling points"));
+    GS_RETURN_IF_ERROR(CheckMap(w, 4, "attention weights"));
+    bool match = loc.shape(4) == 2 && w.data().size() > 0;  // no empty layer to divide by
+    for (int d = 0; d < 4 && match; ++d) match = loc.shape(d) == w.shape(d) && w.shape(d) > 0;
+    if (!match) return absl::DataLossError("sampling points and weights do not match");
   }
   return absl::OkStatus();
 }
@@ -202,7 +203,12 @@ cv::Mat SegmentationPicture(const ExplainOptions& options, const InputImage& inp
     const cv::Mat mask = *MaskFromProto(a.response->segmentation().mask());
     std::string mask_caption = "mask";
     std::string members;
-    if (truth.given) {
+    if (truth.given && mask.size() != truth.labels.size()) {
+      report.ClientFailure(input.file,
+                           absl::DataLossError("the mask is not the size of --gt: no Dice"),
+                           a.model->model);
+      mask_caption = "mask (no Dice: size differs from --gt)";
+    } else if (truth.given) {
       const std::map<int, double> dice = DiceByClass(mask, truth.labels);
       char text[64];
       std::snprintf(text, sizeof(text), "mask, Dice %.3f", MeanDice(dice));

@@ -121,9 +121,14 @@ cv::Mat DetectionPicture(const cv::Mat& image, const DetectionDrawing& d) {
   cv::Mat out(enlarged.rows + 2 * my, enlarged.cols + 2 * mx, CV_8UC3, cv::Scalar(40, 40, 40));
   enlarged.copyTo(out(cv::Rect(mx, my, enlarged.cols, enlarged.rows)));
   const float s = static_cast<float>(scale);
-  auto at = [&](float x, float y) {  // input pixels to the canvas, pinned inside it
-    return cv::Point(std::clamp(static_cast<int>(std::lround(x * s)) + mx, 0, out.cols - 1),
-                     std::clamp(static_cast<int>(std::lround(y * s)) + my, 0, out.rows - 1));
+  // Input pixels to the canvas, pinned inside it (in double, before any integer
+  // conversion can overflow); a non-finite coordinate lands on the canvas's first row or
+  // column (such points are counted as outside the image).
+  auto pin = [](double v, int hi) {
+    return std::isfinite(v) ? static_cast<int>(std::lround(std::clamp(v, 0.0, double(hi)))) : 0;
+  };
+  auto at = [&](float x, float y) {
+    return cv::Point(pin(double(x) * s + mx, out.cols - 1), pin(double(y) * s + my, out.rows - 1));
   };
   if (d.density && total_points) {
     cv::Mat density(out.size(), CV_32FC1, cv::Scalar(0));

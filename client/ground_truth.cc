@@ -22,8 +22,15 @@ double Iou(const DrawnBox& a, const DrawnBox& b) {
 absl::StatusOr<cv::Mat> ReadLabelImage(const std::string& path) {
   std::string bytes;
   if (!ReadFile(path, bytes)) return absl::NotFoundError("cannot read --gt " + path);
-  const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, bytes.data());
-  cv::Mat labels = cv::imdecode(raw, cv::IMREAD_UNCHANGED);
+  cv::Mat labels;
+  if (!bytes.empty()) {
+    try {
+      const cv::Mat raw(1, static_cast<int>(bytes.size()), CV_8UC1, bytes.data());
+      labels = cv::imdecode(raw, cv::IMREAD_UNCHANGED);
+    } catch (const cv::Exception&) {
+      labels = cv::Mat();
+    }
+  }
   if (labels.empty() || labels.type() != CV_8UC1) {
     return absl::InvalidArgumentError("--gt " + path +
                                       " is not an 8-bit single-channel PNG of class indices");

@@ -134,7 +134,7 @@ std::optional<ColourScale> MapPanel::SharedScale(const std::string& group) const
 cv::Mat MapPanel::RenderMap(const Tile& tile, const ColourScale& scale) const {
   if (tile.map.type() != CV_32FC1) return {};
   cv::Mat resized, grey, grey_bgr, out;
-  cv::resize(tile.map, resized, tile_, 0, 0, cv::INTER_LINEAR);
+  resized = ResizeMap(tile.map, tile_);
   const cv::Mat colours = Colourize(resized, scale);
   // The input shows through in grey only, so that every colour is the map's own.
   cv::cvtColor(InputTile(image_, tile_), grey, cv::COLOR_BGR2GRAY);

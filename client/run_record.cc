@@ -1,5 +1,6 @@
 #include "client/run_record.h"
 
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <system_error>
@@ -48,6 +49,23 @@ void RelativizeOutputs(json& value, const std::string& key, const std::string& o
   } else if (value.is_array()) {
     for (json& v : value) RelativizeOutputs(v, key, out_dir, pictures);
   }
+}
+
+// A relative path as a URL that can only be that file: "./" and every byte outside the
+// unreserved set percent-encoded (so "javascript:x.png" or "a#b.png" stay file names).
+std::string FileUrl(const std::string& path) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string url = "./";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~' || c == '/') {
+      url += static_cast<char>(c);
+    } else {
+      url += '%';
+      url += kHex[c >> 4];
+      url += kHex[c & 15];
+    }
+  }
+  return url;
 }
 
 std::string Html(const std::string& text) {
@@ -100,7 +118,9 @@ std::string IndexHtml(const json& record,
     }
   }
   std::string command_line;
-  for (const auto& arg : record["command_line"]) command_line += " " + arg.get<std::string>();
+  for (const auto& arg : record["command_line"]) {
+    command_line += " " + arg.get<std::string>();
+  }
   html += "<tr><td>command</td><td><code>" + Html(command_line) + "</code></td></tr></table>\n";
   const json& outputs = record["outputs"];
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -108,7 +128,8 @@ std::string IndexHtml(const json& record,
     html += "<section><h2>" + Html(line.value("file", std::string())) + " <small>" +
             Html(LineSummary(line)) + "</small></h2>\n";
     for (const auto& [key, path] : pictures[i]) {
-      html += "<figure><a href=\"" + Html(path) + "\"><img src=\"" + Html(path) + "\" alt=\"" +
+      const std::string url = Html(FileUrl(path));
+      html += "<figure><a href=\"" + url + "\"><img src=\"" + url + "\" alt=\"" +
               Html(key) + "\"></a><figcaption><b>" + Html(path) + "</b>: " +
               Html(PictureCaption(key)) + "</figcaption></figure>\n";
     }
@@ -167,14 +188,17 @@ absl::Status WriteRunRecord(const std::string& out_dir, const RunFlags& flags,
   std::vector<std::vector<std::pair<std::string, std::string>>> pictures;
   for (const std::string& text : report.lines()) {
     json line = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (line.is_discarded()) return absl::InternalError("an output line is not JSON: " + text);
+    // A line naming a file that is not UTF-8 is no JSON nlohmann accepts: kept as text.
+    if (line.is_discarded()) line = json{{"line", text}};
     pictures.emplace_back();
     RelativizeOutputs(line, "", out_dir, pictures.back());
     outputs.push_back(std::move(line));
   }
   record["outputs"] = std::move(outputs);
   const std::filesystem::path dir(out_dir);
-  if (!WriteBytes((dir / kRunRecordFile).string(), record.dump(2) + "\n") ||
+  // Arguments and names that are not UTF-8 are written with U+FFFD rather than refused.
+  const std::string text = record.dump(2, ' ', false, json::error_handler_t::replace);
+  if (!WriteBytes((dir / kRunRecordFile).string(), text + "\n") ||
       !WriteBytes((dir / kRunIndexFile).string(), IndexHtml(record, pictures))) {
     return absl::InternalError("cannot write " + (dir / kRunRecordFile).string());
   }

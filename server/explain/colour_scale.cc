@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include <opencv2/imgproc.hpp>
 
@@ -117,6 +118,26 @@ cv::Mat Colourize(const cv::Mat& map, const ColourScale& scale) {
 }
 
 std::vector<cv::Vec3b> ScaleColours(bool diverging) { return Table(diverging); }
+
+cv::Mat ResizeMap(const cv::Mat& map, cv::Size size) {
+  if (map.empty() || map.type() != CV_32FC1) return {};
+  const MapRange range = RangeOf(map);
+  cv::Mat finite = map.clone(), bad(map.size(), CV_8UC1, cv::Scalar(0));
+  for (int y = 0; y < map.rows; ++y) {
+    for (int x = 0; x < map.cols; ++x) {
+      if (!std::isfinite(map.at<float>(y, x))) {
+        finite.at<float>(y, x) = range.min;
+        bad.at<uchar>(y, x) = 1;
+      }
+    }
+  }
+  cv::Mat out, bad_out;
+  cv::resize(finite, out, size, 0, 0, cv::INTER_LINEAR);
+  if (range.non_finite == 0) return out;
+  cv::resize(bad, bad_out, size, 0, 0, cv::INTER_NEAREST);
+  out.setTo(std::numeric_limits<float>::quiet_NaN(), bad_out);
+  return out;
+}
 
 cv::Mat ColourBar(int width, const ColourScale& scale, const MapRange& data) {
   width = std::max(width, 8);

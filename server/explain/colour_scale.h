@@ -52,6 +52,11 @@ struct ColourScale {
 // so), non-finite values are mid grey. Empty if `map` is empty or not CV_32FC1.
 cv::Mat Colourize(const cv::Mat& map, const ColourScale& scale);
 
+// `map` (CV_32FC1) resized bilinearly to `size`, its non-finite cells resized by nearest
+// neighbour (so they keep their own extent instead of spreading into their neighbours).
+// Empty if `map` is empty or not CV_32FC1.
+cv::Mat ResizeMap(const cv::Mat& map, cv::Size size);
+
 // The 256 BGR colours of the scale's map, low to high (for legends and the browser viewer).
 std::vector<cv::Vec3b> ScaleColours(bool diverging);
 

@@ -5,6 +5,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "server/explain/colour_scale.h"
@@ -13,6 +14,7 @@ namespace gatescope {
 namespace {
 
 constexpr int kMinBarWidth = 160;
+constexpr double kMaxPixels = 4e6;
 
 }  // namespace
 
@@ -32,13 +34,21 @@ absl::StatusOr<std::string> RenderOverlayPng(const at::Tensor& map,
     const MapRange range = RangeOf(small);
     const ColourScale scale = ColourScale::For(range);
     cv::Mat resized, grey, grey_bgr, blended, picture;
-    cv::resize(small, resized, image.size(), 0, 0, cv::INTER_LINEAR);
+    resized = ResizeMap(small, image.size());
     cv::cvtColor(image, grey, cv::COLOR_BGR2GRAY);
     cv::cvtColor(grey, grey_bgr, cv::COLOR_GRAY2BGR);
     cv::addWeighted(grey_bgr, 0.3, Colourize(resized, scale), 0.7, 0.0, blended);
-    // The colour bar needs some width to be legible: small inputs are enlarged first.
-    const int factor = std::max(1, (kMinBarWidth + blended.cols - 1) / blended.cols);
+    // The colour bar needs some width to be legible: small inputs are enlarged by a whole
+    // factor, never beyond kMaxPixels (a 1 x 8192 input is not enlarged 160 times), and a
+    // picture still narrower than the bar is padded.
+    const double area = static_cast<double>(blended.cols) * blended.rows;
+    const int fit = static_cast<int>(std::sqrt(kMaxPixels / area));
+    const int factor = std::max(1, std::min((kMinBarWidth + blended.cols - 1) / blended.cols, fit));
     cv::resize(blended, blended, blended.size() * factor, 0, 0, cv::INTER_NEAREST);
+    if (blended.cols < kMinBarWidth) {
+      cv::copyMakeBorder(blended, blended, 0, 0, 0, kMinBarWidth - blended.cols,
+                         cv::BORDER_CONSTANT, cv::Scalar(0, 0, 0));
+    }
     cv::vconcat(blended, ColourBar(blended.cols, scale, range), picture);
     std::vector<uchar> png;
     if (!cv::imencode(".png", picture, png)) return absl::InternalError("PNG encoding failed");

@@ -1,5 +1,6 @@
 #include "server/repository/monitoring_reference.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -75,8 +76,10 @@ absl::StatusOr<std::vector<StatisticReference>> ReadMonitoringReference(const st
   if (!std::filesystem::exists(path, ec)) return std::vector<StatisticReference>();
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::InternalError(absl::StrCat("cannot open ", path));
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   if (in.bad()) return absl::InternalError(absl::StrCat("cannot read ", path));
+  // A card saved with Windows line ends reads the same.
+  text.erase(std::remove(text.begin(), text.end(), '\r'), text.end());
   return ParseMonitoringReference(text);
 }
 

@@ -238,7 +238,11 @@ void RestApi::Handle(HttpRequest request, HttpRespond respond) const {
 std::optional<HttpResponse> RestApi::CheckHead(const HttpRequest& head) const {
   if (access_ == nullptr) return std::nullopt;
   // The viewer's files carry no model data: open, like a login page; its API calls are not.
-  if (viewer_ && ViewerSite().Owns(std::string_view(head.target().data(), head.target().size()))) {
+  // Only GET and HEAD, which carry no body: a token-less caller never makes the server
+  // hold a body.
+  const bool reads = head.method() == http::verb::get || head.method() == http::verb::head;
+  if (viewer_ && reads &&
+      ViewerSite().Owns(std::string_view(head.target().data(), head.target().size()))) {
     return std::nullopt;
   }
   const auto header = head[http::field::authorization];

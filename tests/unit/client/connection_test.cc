@@ -247,8 +247,9 @@ class ConnectionServerTest : public ::testing::Test {
     const InferenceClient client(*connection);
     ModelTarget target;
     target.model = "m";
-    if (absl::StatusOr<v1::ModelConfig> config = FetchModelConfig(client, target); !config.ok()) {
-      return config.status();
+    if (absl::StatusOr<v1::ModelMetadataResponse> metadata = FetchModelMetadata(client, target);
+        !metadata.ok()) {
+      return metadata.status();
     }
     return CallPredict(client, v1::PredictRequest(), 5000).status();
   }

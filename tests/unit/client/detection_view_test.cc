@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+
+#include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "client/ground_truth.h"
@@ -67,6 +71,28 @@ TEST(GroundTruthTest, DiceAndMatchedBoxes) {
   const std::vector<DrawnBox> p = {{1, 1, 10, 10, 0, ""}, {0, 0, 10, 10, 0, ""},
                                    {50, 50, 60, 60, 0, ""}};
   EXPECT_EQ(MatchedBoxes(p, t), 1);  // one predicted box per true box
+}
+
+TEST(GroundTruthTest, EmptyOrColourLabelFilesAreRefused) {
+  const std::string empty = ::testing::TempDir() + "/empty_labels.png";
+  { std::ofstream touch(empty); }
+  const absl::StatusOr<cv::Mat> none = ReadLabelImage(empty);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string colour = ::testing::TempDir() + "/colour_labels.png";
+  ASSERT_TRUE(cv::imwrite(colour, cv::Mat(4, 4, CV_8UC3, cv::Scalar(1, 2, 3))));
+  EXPECT_EQ(ReadLabelImage(colour).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadLabelImage(colour + ".missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(DetectionViewTest, NonFiniteAndHugeCoordinatesArePinnedInsideTheCanvas) {
+  DrawnPoints p;
+  p.points = {{std::nanf(""), 5.f}, {4.3e9f, 4.3e9f}, {-3e38f, 1.f}};
+  p.weights = {1, 1, 1};
+  EXPECT_EQ(PointsOutside({p}, {10, 10}), 3);
+  DetectionDrawing d;
+  d.points = {p};
+  d.boxes = {{-1e30f, 0.f, 1e30f, 5.f, 0, "wide"}};
+  EXPECT_FALSE(DetectionPicture(Black(10, 10), d).empty());
 }
 
 }  // namespace

@@ -96,6 +96,17 @@ TEST(ColourScaleTest, NearFlatIsSaidAndRangeTextIsCompact) {
   EXPECT_EQ(RangeText(MapRange()), "no finite values");
 }
 
+TEST(ColourScaleTest, ResizingKeepsNonFiniteCellsToTheirOwnExtent) {
+  cv::Mat m(2, 2, CV_32FC1, cv::Scalar(1.f));
+  m.at<float>(0, 0) = std::nanf("");
+  const cv::Mat r = ResizeMap(m, {8, 8});
+  ASSERT_EQ(r.size(), cv::Size(8, 8));
+  const MapRange range = RangeOf(r);
+  EXPECT_EQ(range.non_finite, 16);  // exactly the top-left quarter
+  EXPECT_FLOAT_EQ(range.max, 1.f);
+  EXPECT_TRUE(ResizeMap(cv::Mat(), {8, 8}).empty());
+}
+
 TEST(ColourScaleTest, ColourBarRunsLowToHighAndTicksTheDataRange) {
   const ColourScale s{false, 1.f};
   const MapRange data = RangeOf(Map({0.25f, 0.75f}));

@@ -90,6 +90,16 @@ TEST(HeatmapTest, OverlayIsTheInputEnlargedToAWholeFactorOverItsColourBar) {
   odd[2][2] = std::numeric_limits<float>::infinity();
   EXPECT_TRUE(RenderOverlayPng(odd, std::string(buf.begin(), buf.end())).ok());
   EXPECT_TRUE(RenderOverlayPng(at::zeros({4, 4}), std::string(buf.begin(), buf.end())).ok());
+  // A 1-pixel-wide, 8192-pixel-high input is enlarged only as far as 4 Mpx allows (22x)
+  // and padded to the bar's width, never 160x.
+  cv::Mat tall(8192, 1, CV_8UC1, cv::Scalar(7));
+  ASSERT_TRUE(cv::imencode(".png", tall, buf));
+  auto tall_png = RenderOverlayPng(at::rand({4, 4}), std::string(buf.begin(), buf.end()));
+  ASSERT_TRUE(tall_png.ok()) << tall_png.status();
+  const cv::Mat tall_raw(1, static_cast<int>(tall_png->size()), CV_8UC1, tall_png->data());
+  const cv::Mat tall_decoded = cv::imdecode(tall_raw, cv::IMREAD_COLOR);
+  EXPECT_EQ(tall_decoded.rows, 8192 * 22 + kColourBarHeight);
+  EXPECT_EQ(tall_decoded.cols, 160);
 }
 
 MapLayout TwoByTwo(bool gate, bool resonance) {

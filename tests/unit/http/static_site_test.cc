@@ -240,6 +240,9 @@ TEST(StaticSite, RestApiServesTheViewerWithoutATokenButNotTheApi) {
   const std::string dotted = Get(server->port(), "GET", "/viewer/../v2/models/m/gatescope");
   EXPECT_EQ(dotted.substr(0, 12), "HTTP/1.1 404") << dotted;
   EXPECT_EQ(Header(dotted, "Content-Type"), "text/plain; charset=utf-8");
+  // Only reads are open: a POST to the viewer's path needs the token (its body is never read).
+  const std::string post = Get(server->port(), "POST", "/viewer/x");
+  EXPECT_EQ(post.substr(0, 12), "HTTP/1.1 401") << post;
   // The API itself: 401 without the token.
   const std::string api = Get(server->port(), "GET", "/v2/models/m/gatescope");
   EXPECT_EQ(api.substr(0, 12), "HTTP/1.1 401") << api;

@@ -62,5 +62,20 @@ TEST(MonitoringReferenceTest, ReadsAFileAndAMissingFileIsEmpty) {
   EXPECT_TRUE(missing->empty());
 }
 
+TEST(MonitoringReferenceTest, ACardWithWindowsLineEndsReadsTheSame) {
+  const auto dir = std::filesystem::path(::testing::TempDir());
+  const std::string path = (dir / "monitoring_reference_crlf_card.md").string();
+  std::string card = Card("[{\"metric\": \"gatescope_gate_mean\", \"mean\": [0.5], "
+                          "\"std\": [0.1]}]");
+  std::string crlf;
+  for (char c : card) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  std::ofstream(path, std::ios::binary) << crlf;
+  auto references = ReadMonitoringReference(path);
+  ASSERT_TRUE(references.ok()) << references.status();
+  ASSERT_EQ(references->size(), 1u);
+  EXPECT_EQ((*references)[0].mean, (std::vector<double>{0.5}));
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace gatescope
