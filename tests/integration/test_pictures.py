@@ -44,8 +44,9 @@ def test_explain_writes_a_run_record_and_index_and_refuses_reuse(server, fm_png,
     assert output["file"] == str(fm_png) and output["panel"] == "boot.png.panel.png"
     assert (out / output["panel"]).is_file()
     index = (out / "index.html").read_text()
-    assert '<img src="boot.png.panel.png"' in index and "colour scale" in index
-    assert 'src="boot.png.rollout.png"' in index
+    # Links are "./" plus the percent-encoded file name: always a file, never a scheme.
+    assert '<img src="./boot.png.panel.png"' in index and "colour scale" in index
+    assert 'src="./boot.png.rollout.png"' in index
     # A second run into the same directory is refused, and leaves the first one intact.
     again = server.client("explain", "--model", "vit_fmnist", "--rollout", "--out", str(out),
                           str(fm_png))
