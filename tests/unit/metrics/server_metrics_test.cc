@@ -34,6 +34,10 @@ const ClientMetric* Find(const std::vector<MetricFamily>& families, const std::s
   return nullptr;
 }
 
+// Not for a temporary Collect(): the series would point into a destroyed vector.
+const ClientMetric* Find(std::vector<MetricFamily>&& families, const std::string& family,
+                         const std::map<std::string, std::string>& labels) = delete;
+
 // The cumulative count of the bucket whose upper bound is `le` (compared exactly: bounds
 // are k / 100.0).
 uint64_t CumulativeCount(const ClientMetric& metric, double le) {
@@ -53,8 +57,9 @@ class ServerMetricsTest : public ::testing::Test {
 TEST_F(ServerMetricsTest, GateObservationsLandInHundredthWideBuckets) {
   ModelMetrics* m = metrics_.ForModel("m");
   m->ObserveLayerStatistic("gate_mean", 0, 0.53);
+  const auto families = registry_->Collect();
   const ClientMetric* series =
-      Find(registry_->Collect(), "gatescope_gate_mean", {{"model", "m"}, {"layer", "0"}});
+      Find(families, "gatescope_gate_mean", {{"model", "m"}, {"layer", "0"}});
   ASSERT_NE(series, nullptr);
   ASSERT_EQ(series->histogram.bucket.size(), 101u);  // 0.01 .. 1.00, then +Inf
   EXPECT_EQ(series->histogram.bucket.front().upper_bound, 0.01);
@@ -109,7 +114,8 @@ TEST_F(ServerMetricsTest, KindSeparatesPredictFromExplain) {
   ModelMetrics* m = metrics_.ForModel("m");
   // Both latency series exist before any request, so rates over them read 0.
   for (const char* kind : {"predict", "explain"}) {
-    const ClientMetric* series = Find(registry_->Collect(), "gatescope_request_duration_seconds",
+    const auto families = registry_->Collect();
+    const ClientMetric* series = Find(families, "gatescope_request_duration_seconds",
                                       {{"model", "m"}, {"kind", kind}});
     ASSERT_NE(series, nullptr) << kind;
     EXPECT_EQ(series->histogram.sample_count, 0u);
@@ -165,8 +171,9 @@ TEST_F(ServerMetricsTest, ReferencesAreExportedAndReplaced) {
                                 {"plug_scale_mean", {0.91379}, {0.00836}}})
                   .ok());
   auto gauge = [&](const char* family, const char* statistic, const char* layer) {
-    const ClientMetric* g = Find(registry_->Collect(), family,
-                                 {{"model", "m"}, {"statistic", statistic}, {"layer", layer}});
+    const auto families = registry_->Collect();
+    const ClientMetric* g =
+        Find(families, family, {{"model", "m"}, {"statistic", statistic}, {"layer", layer}});
     return g == nullptr ? -1.0 : g->gauge.value;
   };
   EXPECT_EQ(gauge("gatescope_reference_mean", "gate_mean", "0"), 0.54068);
@@ -191,8 +198,9 @@ TEST_F(ServerMetricsTest, BadReferencesChangeNothing) {
   }
   EXPECT_EQ(m->SetReferences({{"gate_mean", {0.1}, {0.01}}, {"gate_mean", {0.2}, {0.01}}}).code(),
             absl::StatusCode::kInvalidArgument);
-  const ClientMetric* kept = Find(registry_->Collect(), "gatescope_reference_mean",
-                                  {{"statistic", "gate_mean"}, {"layer", "0"}});
+  const auto families = registry_->Collect();
+  const ClientMetric* kept =
+      Find(families, "gatescope_reference_mean", {{"statistic", "gate_mean"}, {"layer", "0"}});
   ASSERT_NE(kept, nullptr);
   EXPECT_EQ(kept->gauge.value, 0.5);
 }
