@@ -24,7 +24,7 @@ RUN apt-get update -qq \
       libtorch-dev libopenblas0-pthread \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
       libopencv-dev libpng-dev libjpeg62-turbo-dev libabsl-dev prometheus-cpp-dev libcli11-dev \
-      libboost-dev libssl-dev libjemalloc-dev nlohmann-json3-dev \
+      libboost-dev libssl-dev libjemalloc-dev nlohmann-json3-dev libsentencepiece-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -35,15 +35,17 @@ COPY client client
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DGATESCOPE_BUILD_TESTS=OFF \
       -DGATESCOPE_WITH_CUDA=OFF >/tmp/cmake.log \
  && cmake --build /build -j"$(nproc)" \
-      --target gatescope-server gatescope-client gatescope-perf gatescope_ops
+      --target gatescope-server gatescope-client gatescope-perf gatescope_ops \
+      gatescope_sentencepiece
 # /stage mirrors the runtime image's files. runtime-packages.txt: one package per line,
 # the owners of every library in the ldd closure of the shipped binaries.
 RUN set -eu; \
     mkdir -p /stage/usr/local/bin /stage/usr/local/lib/gatescope /stage/usr/local/share/gatescope; \
     install -m 0755 -s /build/server/gatescope-server /build/client/gatescope-client \
       /build/client/gatescope-perf /stage/usr/local/bin/; \
-    install -m 0644 -s /build/models/ops/libgatescope_ops.so /stage/usr/local/lib/gatescope/; \
-    files="/stage/usr/local/bin/* /stage/usr/local/lib/gatescope/libgatescope_ops.so"; \
+    install -m 0644 -s /build/models/ops/libgatescope_ops.so \
+      /build/server/libgatescope_sentencepiece.so /stage/usr/local/lib/gatescope/; \
+    files="/stage/usr/local/bin/* /stage/usr/local/lib/gatescope/*.so"; \
     if ldd $files | grep 'not found'; then exit 1; fi; \
     ldd $files | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u > /tmp/libs; \
     while read -r lib; do \
@@ -91,7 +93,7 @@ RUN set -eu; \
 COPY --from=build /stage/usr/local/bin/ /usr/local/bin/
 COPY --from=build /stage/usr/local/lib/gatescope/ /usr/local/lib/gatescope/
 # Every library the binaries need is here (fails the build otherwise).
-RUN ! ldd /usr/local/bin/gatescope-* /usr/local/lib/gatescope/libgatescope_ops.so | grep 'not found' \
+RUN ! ldd /usr/local/bin/gatescope-* /usr/local/lib/gatescope/*.so | grep 'not found' \
  && gatescope-server --help >/dev/null && gatescope-client --help >/dev/null \
  && gatescope-perf --help >/dev/null
 COPY model_repository /models

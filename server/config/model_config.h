@@ -12,6 +12,7 @@ namespace gatescope {
 
 using ModelConfig = ::gatescope::v1::ModelConfig;
 using InputSpec = ::gatescope::v1::InputSpec;
+using TextConfig = ::gatescope::v1::TextConfig;
 
 // InputSpec.normalization values ("" means kMeanStd).
 inline constexpr char kMeanStd[] = "mean_std";

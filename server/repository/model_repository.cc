@@ -99,7 +99,10 @@ absl::Status ModelRepository::InitModel(ServedModel& model, const std::string& m
   GS_ASSIGN_OR_RETURN(const v1::ServingConfig overrides, ReadServingConfig(config_file));
   GS_ASSIGN_OR_RETURN(const std::string json, deps_.loader->ReadMetadata(path));
   GS_ASSIGN_OR_RETURN(model.config, ParseModelConfig(json));
-  GS_ASSIGN_OR_RETURN(model.task, CreateTask(model.config, options_.tasks));
+  const ArchiveReader archive = [this, &path](const std::string& name) {
+    return deps_.loader->ReadExtraFile(path, name);
+  };
+  GS_ASSIGN_OR_RETURN(model.task, CreateTask(model.config, options_.tasks, archive));
   model.config = model.task->config();
   for (const std::string& ops : model.config.required_ops()) {
     GS_RETURN_IF_ERROR(deps_.loader->CheckOps(ops));

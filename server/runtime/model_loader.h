@@ -18,6 +18,11 @@ class ModelLoader {
   // model. NOT_FOUND when the file is missing, INVALID_ARGUMENT when it is not a model
   // archive or carries no metadata.
   virtual absl::StatusOr<std::string> ReadMetadata(const std::string& path) const = 0;
+  // Another extra file `name` of the archive (e.g. a text model's tokenizer), without
+  // loading the model. NOT_FOUND when the file or the entry is missing, INVALID_ARGUMENT
+  // when it is not a model archive.
+  virtual absl::StatusOr<std::string> ReadExtraFile(const std::string& path,
+                                                    const std::string& name) const = 0;
   // OK if the op library `name` (a model's required_ops entry, e.g. "gatescope") has
   // registered its ops in this process; FAILED_PRECONDITION otherwise.
   virtual absl::Status CheckOps(const std::string& name) const = 0;

@@ -135,14 +135,24 @@ absl::StatusOr<NamedTensors> TorchScriptRunner::Explain(const ModelInputs& input
 }
 
 absl::StatusOr<std::string> TorchScriptLoader::ReadMetadata(const std::string& path) const {
+  auto metadata = ReadExtraFile(path, kMetadataFile);
+  if (metadata.status().code() == absl::StatusCode::kNotFound &&
+      std::filesystem::is_regular_file(path)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " has no ", kMetadataFile, " metadata"));
+  }
+  return metadata;
+}
+
+absl::StatusOr<std::string> TorchScriptLoader::ReadExtraFile(const std::string& path,
+                                                             const std::string& name) const {
   if (!std::filesystem::is_regular_file(path)) {
     return absl::NotFoundError(absl::StrCat("no model file at ", path));
   }
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
-    const std::string record = absl::StrCat("extra/", kMetadataFile);
+    const std::string record = absl::StrCat("extra/", name);
     if (!reader.hasRecord(record)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, " has no ", kMetadataFile, " metadata"));
+      return absl::NotFoundError(absl::StrCat(path, " has no extra file '", name, "'"));
     }
     auto [data, size] = reader.getRecord(record);
     return std::string(static_cast<const char*>(data.get()), size);

@@ -43,6 +43,8 @@ class TorchScriptRunner final : public ModelRunner {
 class TorchScriptLoader final : public ModelLoader {
  public:
   absl::StatusOr<std::string> ReadMetadata(const std::string& path) const override;
+  absl::StatusOr<std::string> ReadExtraFile(const std::string& path,
+                                            const std::string& name) const override;
   absl::Status CheckOps(const std::string& name) const override;
   absl::StatusOr<std::unique_ptr<ModelRunner>> Load(const std::string& path,
                                                     const InstanceSpec& spec) const override;

@@ -9,37 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "server/explain/heatmap.h"
 #include "server/explain/token_maps.h"
-#include "server/postprocess/classification.h"
+#include "server/tasks/class_scores.h"
 #include "server/tasks/classification_explain.h"
 #include "server/tasks/image_tasks.h"
 #include "server/tasks/task_registry.h"
 
 namespace gatescope {
 namespace {
-
-constexpr int kDefaultTopK = 5;
-
-absl::StatusOr<int> TopKOf(int32_t requested) {
-  if (requested < 0) return absl::InvalidArgumentError("top_k must be >= 0");
-  return requested == 0 ? kDefaultTopK : requested;
-}
-
-// The top `k` classes of one example's "logits" into `response->classes`.
-template <typename Response>
-absl::Status FillClasses(const ModelConfig& config, const NamedTensors& outputs, int k,
-                         Response* response) {
-  auto logits = outputs.find("logits");
-  if (logits == outputs.end()) return absl::InternalError("model returned no 'logits'");
-  auto classes = TopKClasses(logits->second, config.labels(), k);
-  if (!classes.ok()) return classes.status();
-  for (const auto& c : *classes) {
-    auto* out = response->add_classes();
-    out->set_label(c.label);
-    out->set_index(c.index);
-    out->set_probability(c.probability);
-  }
-  return absl::OkStatus();
-}
 
 // heatmap_png without what it needs.
 absl::Status CheckExplainRequest(const v1::ExplainRequest& request) {
@@ -130,7 +106,8 @@ class ClassificationTask final : public ImageTask {
   }
 };
 
-absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const TaskOptions& options) {
+absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const TaskOptions& options,
+                                             const ArchiveReader&) {
   auto normalised = ImageTask::WithImageInput(config);
   if (!normalised.ok()) return normalised.status();
   return std::unique_ptr<Task>(std::make_unique<ClassificationTask>(*std::move(normalised), options));

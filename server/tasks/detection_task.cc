@@ -272,7 +272,8 @@ class DetectionTask final : public ImageTask {
 // Also INVALID_ARGUMENT unless the metadata describes a detector: outputs "logits" and
 // "boxes", a complete `detection` message (level_strides for PLuG models), any_size with
 // native_size, maps among "sampling_points" and "plug_gate", layers = encoder + decoder.
-absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const TaskOptions& options) {
+absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const TaskOptions& options,
+                                             const ArchiveReader&) {
   auto normalised = ImageTask::WithImageInput(config);
   if (!normalised.ok()) return normalised.status();
   if (absl::Status st = ValidateDetection(*normalised); !st.ok()) return st;

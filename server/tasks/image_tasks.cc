@@ -49,9 +49,9 @@ template <typename Request>
 absl::StatusOr<std::unique_ptr<InferenceJob>> ImageTask::V1Job(const Request& request,
                                                                absl::StatusOr<JobPlan> plan,
                                                                CallDone done) const {
+  if (absl::Status st = RefuseOtherTasksFields(request, config_.task()); !st.ok()) return st;
   auto make = V1ImageInput(request, config_.input());
   if (!make.ok()) return make.status();
-  if (absl::Status st = RefuseOtherTasksFields(request, config_.task()); !st.ok()) return st;
   if (!plan.ok()) return plan.status();
   if (plan->explanation) {
     absl::Status st = plan->explanation->collector->CheckBudget(model_size());

@@ -157,7 +157,8 @@ class SegmentationTask final : public ImageTask {
 
 // Also INVALID_ARGUMENT unless there are 2..256 labels (masks are UINT8) and the declared
 // maps are among "attention" and "gate".
-absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const TaskOptions& options) {
+absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const TaskOptions& options,
+                                             const ArchiveReader&) {
   auto normalised = ImageTask::WithImageInput(config);
   if (!normalised.ok()) return normalised.status();
   if (config.labels_size() < 2 || config.labels_size() > 256) {

@@ -42,6 +42,11 @@ struct KServeSignature {
   std::vector<DeclaredTensor> outputs;  // forward()'s outputs, then the task's own
 };
 
+// Reads the extra file `name` of the model's archive (its bytes; NOT_FOUND when absent),
+// for a task that needs more of the archive than its metadata, e.g. a text model's
+// tokenizer. Valid only while the task is created.
+using ArchiveReader = std::function<absl::StatusOr<std::string>(const std::string& name)>;
+
 // Server-wide settings tasks apply to requests.
 struct TaskOptions {
   int64_t explain_max_bytes = int64_t{256} << 20;  // --explain_max_bytes

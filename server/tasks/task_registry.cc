@@ -1,5 +1,6 @@
 #include "server/tasks/task_registry.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -7,7 +8,8 @@
 #include "absl/strings/str_join.h"
 
 // Every task the server knows; each entry is defined in <task>_task.cc.
-#define GATESCOPE_TASKS(X) X(kClassificationTask) X(kSegmentationTask) X(kDetectionTask)
+#define GATESCOPE_TASKS(X) \
+  X(kClassificationTask) X(kSegmentationTask) X(kDetectionTask) X(kTextClassificationTask)
 
 namespace gatescope {
 
@@ -22,10 +24,14 @@ const TaskEntry* const kTasks[] = {GATESCOPE_TASKS(GATESCOPE_TASK_ADDRESS)};
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Task>> CreateTask(const ModelConfig& config,
-                                                 const TaskOptions& options) {
+                                                 const TaskOptions& options,
+                                                 const ArchiveReader& archive) {
+  const ArchiveReader none = [](const std::string& name) -> absl::StatusOr<std::string> {
+    return absl::NotFoundError(absl::StrCat("no model archive to read '", name, "' from"));
+  };
   std::vector<std::string> known;
   for (const TaskEntry* entry : kTasks) {
-    if (config.task() == entry->name) return entry->create(config, options);
+    if (config.task() == entry->name) return entry->create(config, options, archive ? archive : none);
     known.push_back(entry->name);
   }
   return absl::InvalidArgumentError(absl::StrCat("model config: unsupported task '",
@@ -35,10 +41,17 @@ absl::StatusOr<std::unique_ptr<Task>> CreateTask(const ModelConfig& config,
 
 absl::Status RefuseOtherTasksParameters(const ::inference::ModelInferRequest& request,
                                         absl::string_view task) {
+  std::vector<std::string> own;
+  for (const TaskEntry* entry : kTasks) {
+    if (entry->name == task) own = entry->parameters();
+  }
+  const auto is_own = [&own](const std::string& name) {
+    return std::find(own.begin(), own.end(), name) != own.end();
+  };
   for (const TaskEntry* entry : kTasks) {
     if (entry->name == task) continue;
     for (const std::string& name : entry->parameters()) {
-      if (request.parameters().contains(name)) {
+      if (request.parameters().contains(name) && !is_own(name)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "parameter '", name, "' applies to ", entry->name, " models only, not to ", task,
             " models"));

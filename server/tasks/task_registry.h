@@ -25,7 +25,8 @@ struct TaskEntry {
   // The task for `config` after checking the rest of its metadata (INVALID_ARGUMENT
   // naming the field).
   absl::StatusOr<std::unique_ptr<Task>> (*create)(const ModelConfig& config,
-                                                  const TaskOptions& options);
+                                                  const TaskOptions& options,
+                                                  const ArchiveReader& archive);
   // The KServe request parameters it takes (other tasks refuse them).
   std::vector<std::string> (*parameters)();
   // The gatescope.v1 request fields (by proto name) it takes that not every task takes;
@@ -35,11 +36,13 @@ struct TaskEntry {
 };
 
 // The task `config.task` names (an unknown task: INVALID_ARGUMENT listing the known ones).
+// `archive` reads the model archive's extra files (only tasks that need them call it).
 absl::StatusOr<std::unique_ptr<Task>> CreateTask(const ModelConfig& config,
-                                                 const TaskOptions& options);
+                                                 const TaskOptions& options,
+                                                 const ArchiveReader& archive = nullptr);
 
-// INVALID_ARGUMENT when `request` carries a KServe parameter that another task owns
-// (e.g. max_detections on a classifier).
+// INVALID_ARGUMENT when `request` carries a KServe parameter that another task lists and
+// `task` does not (e.g. max_detections on a classifier).
 absl::Status RefuseOtherTasksParameters(const ::inference::ModelInferRequest& request,
                                         absl::string_view task);
 

@@ -42,6 +42,11 @@ class FakeLoader : public ModelLoader {
     text << in.rdbuf();
     return text.str();
   }
+  // Extra files of the fake archives: none.
+  absl::StatusOr<std::string> ReadExtraFile(const std::string& path,
+                                            const std::string& name) const override {
+    return absl::NotFoundError(absl::StrCat(path, " has no extra file '", name, "'"));
+  }
   absl::Status CheckOps(const std::string& name) const override {
     absl::MutexLock l(&mu_);
     if (ops_.count(name)) return absl::OkStatus();

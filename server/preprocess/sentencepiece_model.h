@@ -1,0 +1,59 @@
+// A SentencePiece model, as the server uses it: loaded from the bytes a model archive
+// carries, encoding text to piece ids with code point offsets.
+//
+// Why SentencePiece: the same library (Debian's libsentencepiece for the server,
+// python3-sentencepiece for training) cuts text into pieces in both places, from the same
+// serialized model that travels inside the model archive, so the server's token ids are
+// the trainer's by construction rather than by reimplementation.
+//
+// How: Debian's libsentencepiece bundles and exports its own protobuf (3.14), which
+// cannot share a process namespace with the server's libprotobuf (3.21): their symbols
+// interpose and protobuf aborts at start-up. So SentencePiece is never linked into the
+// server; a small shim library (sentencepiece_shim.cc, libgatescope_sentencepiece.so,
+// built next to the server) wraps it behind a C interface and is loaded once per process
+// with dlmopen into a link-map namespace of its own. Only plain C types cross over.
+// The shim is found at $GATESCOPE_SENTENCEPIECE_SHIM, else next to the executable (the
+// build tree) or in ../lib/gatescope/ from it (an install), else where the build put it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gatescope {
+
+// One piece of an encoded text.
+struct TextPiece {
+  int32_t id = 0;
+  std::string piece;
+  // Unicode code points [begin, end) of the input the piece came from.
+  int32_t begin = 0;
+  int32_t end = 0;
+};
+
+class SentencePieceModel {
+ public:
+  ~SentencePieceModel();
+
+  // The model serialized in `model_proto` (a SentencePiece ModelProto, as written by its
+  // trainer); nullptr with `*error` set when it is not one or the shim cannot be loaded.
+  static std::unique_ptr<SentencePieceModel> FromSerialized(const std::string& model_proto,
+                                                            std::string* error);
+
+  // Encodes valid UTF-8 `text`. False with `*error` set when SentencePiece fails.
+  // Thread-safe: encoding does not change the model.
+  bool Encode(std::string_view text, std::vector<TextPiece>* pieces, std::string* error) const;
+
+  int vocab_size() const;
+  // The id of the padding piece, or -1 when the model has none.
+  int pad_id() const;
+  std::string IdToPiece(int id) const;
+
+ private:
+  explicit SentencePieceModel(void* handle);
+  void* const handle_;  // owned; the shim's model
+};
+
+}  // namespace gatescope

@@ -1,0 +1,62 @@
+// A text model's tokenizer as the server applies it to requests: the checks on request
+// text (size, UTF-8, emptiness), SentencePiece encoding, and the model's length policy
+// (TextConfig: max_tokens, overflow). Immutable after creation; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/config/model_config.h"
+#include "server/preprocess/sentencepiece_model.h"
+
+namespace gatescope {
+
+// A request text as the model reads it.
+struct TokenizedText {
+  std::vector<TextPiece> pieces;  // at most max_tokens
+  int32_t token_count = 0;        // pieces of the whole text, before truncation
+  bool truncated = false;
+};
+
+class TextTokenizer {
+ public:
+  // Default of TextConfig.max_text_bytes.
+  static constexpr int64_t kDefaultMaxTextBytes = 64 * 1024;
+
+  // `model_proto`: the serialized SentencePiece model the archive carries. `config` must
+  // be checked already (CheckTextConfig). INVALID_ARGUMENT when the bytes are not a
+  // SentencePiece model or its padding id differs from the config's.
+  static absl::StatusOr<std::unique_ptr<TextTokenizer>> Create(const std::string& model_proto,
+                                                              const TextConfig& config);
+
+  // Cheap checks for the receiving thread: INVALID_ARGUMENT for empty text, text over
+  // max_text_bytes and invalid UTF-8 (naming the byte offset).
+  absl::Status CheckText(std::string_view text) const;
+
+  // CheckText, then the pieces: INVALID_ARGUMENT when the text has no pieces (e.g. only
+  // whitespace) or, under overflow "refuse", more than max_tokens. CPU-bound.
+  absl::StatusOr<TokenizedText> Tokenize(std::string_view text) const;
+
+  int vocab_size() const { return model_->vocab_size(); }
+  int64_t max_text_bytes() const { return max_text_bytes_; }
+  int max_tokens() const { return max_tokens_; }
+
+ private:
+  TextTokenizer(std::unique_ptr<SentencePieceModel> model, const TextConfig& config);
+
+  std::unique_ptr<SentencePieceModel> model_;
+  int max_tokens_;
+  bool truncate_;
+  int64_t max_text_bytes_;
+};
+
+// INVALID_ARGUMENT naming the field unless `config` is complete: tokenizer
+// "sentencepiece", a tokenizer_file, max_tokens >= 1, overflow "truncate" or "refuse",
+// max_text_bytes >= 0, pad_id >= 0.
+absl::Status CheckTextConfig(const TextConfig& config);
+
+}  // namespace gatescope

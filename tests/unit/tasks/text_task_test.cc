@@ -1,0 +1,228 @@
+// Text models on the server side: UTF-8 checks, the SentencePiece tokenizer and the
+// model's length policy, padded gathering of mixed lengths, and the text task's request
+// checks. tests/data/tiny_sentencepiece.model is a 400-piece unigram model (pad 0, unk 1,
+// byte fallback, nmt_nfkc_cf) trained by python3-sentencepiece on the first 3,000 WordNet
+// noun glosses; the Python/server parity on real texts is tests/integration/test_text.py.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "server/config/model_config.h"
+#include "server/preprocess/text_tokenizer.h"
+#include "server/preprocess/utf8.h"
+#include "server/tasks/task_registry.h"
+#include "server/tasks/text_batches.h"
+
+namespace gatescope {
+namespace {
+
+std::string TinyModel() {
+  std::ifstream in(std::string(GATESCOPE_SOURCE_DIR) + "/tests/data/tiny_sentencepiece.model",
+                   std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+TextConfig Config(int max_tokens, const std::string& overflow, int64_t max_bytes = 0) {
+  TextConfig c;
+  c.set_tokenizer("sentencepiece");
+  c.set_tokenizer_file("tokenizer.model");
+  c.set_max_tokens(max_tokens);
+  c.set_overflow(overflow);
+  c.set_max_text_bytes(max_bytes);
+  c.set_pad_id(0);
+  return c;
+}
+
+TEST(Utf8Test, AcceptsValidAndPointsAtTheFirstInvalidByte) {
+  EXPECT_FALSE(FirstInvalidUtf8("plain ascii").has_value());
+  EXPECT_FALSE(FirstInvalidUtf8("w\xC3\xB6rld \xF0\x9F\x91\x8D \xE4\xB8\xAD").has_value());
+  EXPECT_FALSE(FirstInvalidUtf8("\xF4\x8F\xBF\xBF").has_value());  // U+10FFFF
+  EXPECT_EQ(FirstInvalidUtf8("ab\x80").value(), 2u);               // lone continuation
+  EXPECT_EQ(FirstInvalidUtf8("a\xC0\x80").value(), 1u);            // overlong NUL
+  EXPECT_EQ(FirstInvalidUtf8("\xE0\x80\xAF").value(), 0u);         // overlong 3-byte
+  EXPECT_EQ(FirstInvalidUtf8("x\xED\xA0\x80").value(), 1u);        // UTF-16 surrogate
+  EXPECT_EQ(FirstInvalidUtf8("\xF4\x90\x80\x80").value(), 0u);     // above U+10FFFF
+  EXPECT_EQ(FirstInvalidUtf8("\xF5\x80\x80\x80").value(), 0u);
+  EXPECT_EQ(FirstInvalidUtf8("ok\xE4\xB8").value(), 2u);           // cut short
+  EXPECT_EQ(FirstInvalidUtf8(std::string("a\xFF", 2)).value(), 1u);
+}
+
+TEST(TextTokenizerTest, EncodesLikeTheTrainerWithCodePointOffsets) {
+  auto tokenizer = TextTokenizer::Create(TinyModel(), Config(64, "truncate"));
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
+  // Ids and offsets python3-sentencepiece gives for this text with the same model
+  // (encode(..., out_type="immutable_proto")).
+  auto text = (*tokenizer)->Tokenize("Hello w\xC3\xB6rld \xF0\x9F\x91\x8D \xE4\xB8\xAD\xE6\x96\x87");
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::vector<int> ids = {333, 360, 322, 317, 197, 184, 268, 272, 267, 261, 242,
+                                161, 147, 143, 261, 230, 186, 175, 232, 152, 137};
+  const std::vector<std::pair<int, int>> spans = {
+      {0, 1}, {1, 3}, {3, 5}, {5, 7}, {7, 7}, {7, 8}, {8, 9}, {9, 10}, {10, 11}, {11, 12},
+      {12, 12}, {12, 12}, {12, 12}, {12, 13}, {13, 14}, {14, 14}, {14, 14}, {14, 15},
+      {15, 15}, {15, 15}, {15, 16}};
+  ASSERT_EQ(text->pieces.size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(text->pieces[i].id, ids[i]) << i;
+    EXPECT_EQ(text->pieces[i].begin, spans[i].first) << i;
+    EXPECT_EQ(text->pieces[i].end, spans[i].second) << i;
+  }
+  EXPECT_EQ(text->pieces[0].piece, "\xE2\x96\x81h");  // "▁h"
+  EXPECT_EQ(text->token_count, 21);
+  EXPECT_FALSE(text->truncated);
+}
+
+TEST(TextTokenizerTest, AppliesTheModelsLengthPolicy) {
+  const std::string text = "the quick brown fox jumps over the lazy dog";
+  auto whole = TextTokenizer::Create(TinyModel(), Config(64, "truncate")).value()->Tokenize(text);
+  ASSERT_TRUE(whole.ok());
+  const int32_t n = whole->token_count;
+  ASSERT_GT(n, 5);
+  auto cut = TextTokenizer::Create(TinyModel(), Config(5, "truncate")).value()->Tokenize(text);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->pieces.size(), 5u);
+  EXPECT_EQ(cut->token_count, n);
+  EXPECT_TRUE(cut->truncated);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(cut->pieces[i].id, whole->pieces[i].id);
+  auto refused = TextTokenizer::Create(TinyModel(), Config(5, "refuse")).value()->Tokenize(text);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("max_tokens"), std::string::npos);
+}
+
+TEST(TextTokenizerTest, RefusesBadText) {
+  auto tokenizer = TextTokenizer::Create(TinyModel(), Config(64, "truncate", 32)).value();
+  for (const std::string& bad : {std::string(), std::string("ab\xC0\x80"), std::string(33, 'a'),
+                                 std::string("   \t\n ")}) {
+    EXPECT_EQ(tokenizer->Tokenize(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+  EXPECT_TRUE(tokenizer->Tokenize(std::string(32, 'a')).ok());
+}
+
+TEST(TextTokenizerTest, RefusesWhatIsNotItsModel) {
+  EXPECT_EQ(TextTokenizer::Create("not a model", Config(8, "truncate")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  TextConfig other_pad = Config(8, "truncate");
+  other_pad.set_pad_id(3);
+  EXPECT_EQ(TextTokenizer::Create(TinyModel(), other_pad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  TextConfig bad = Config(8, "drop");
+  EXPECT_EQ(CheckTextConfig(bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CheckTextConfig(Config(0, "truncate")).code(), absl::StatusCode::kInvalidArgument);
+}
+
+at::Tensor Ids(std::vector<int64_t> ids) { return at::tensor(ids, at::kLong); }
+
+TEST(TextBatchesTest, PadsEachLengthBucketToItsLongestWithAMask) {
+  const std::vector<at::Tensor> examples = {Ids({5, 6, 7}), Ids(std::vector<int64_t>(20, 9)),
+                                            Ids({8, 9, 10, 11, 12})};
+  auto batches = GatherTokenSequences(examples, 0, TextPadding::kBuckets);
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].members, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(batches[1].members, (std::vector<size_t>{1}));
+  const at::Tensor& ids = batches[0].inputs[0];
+  const at::Tensor& mask = batches[0].inputs[1];
+  EXPECT_TRUE(ids.equal(Ids({5, 6, 7, 0, 0, 8, 9, 10, 11, 12}).reshape({2, 5})));
+  EXPECT_TRUE(mask.equal(at::tensor(std::vector<int64_t>{1, 1, 1, 0, 0, 1, 1, 1, 1, 1})
+                             .to(at::kBool)
+                             .reshape({2, 5})));
+  EXPECT_EQ(batches[1].inputs[0].sizes(), (std::vector<int64_t>{1, 20}));
+  EXPECT_TRUE(batches[1].inputs[1].all().item<bool>());
+
+  auto one = GatherTokenSequences(examples, 3, TextPadding::kLongest);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].inputs[0].sizes(), (std::vector<int64_t>{3, 20}));
+  EXPECT_EQ(one[0].inputs[0][0][3].item<int64_t>(), 3);  // the pad id
+  EXPECT_EQ(one[0].inputs[1].sum().item<int64_t>(), 28);
+  EXPECT_EQ(LengthBucket(1), 16);
+  EXPECT_EQ(LengthBucket(16), 16);
+  EXPECT_EQ(LengthBucket(17), 32);
+  EXPECT_EQ(LengthBucket(256), 256);
+}
+
+constexpr char kTextModel[] = R"({"task":"text_classification","labels":["a","b"],
+  "outputs":["logits","gate_mean"],"cls_token":true,"maps":["attention","gate"],"layers":2,
+  "heads":2,"text":{"tokenizer":"sentencepiece","tokenizer_file":"tokenizer.model",
+  "max_tokens":8,"overflow":"truncate","pad_id":0}})";
+
+std::unique_ptr<Task> TextTask() {
+  auto config = ParseModelConfig(kTextModel);
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto task = CreateTask(*config, TaskOptions(), [](const std::string& name)
+                                                      -> absl::StatusOr<std::string> {
+    if (name != "tokenizer.model") return absl::NotFoundError(name);
+    return TinyModel();
+  });
+  EXPECT_TRUE(task.ok()) << task.status();
+  return *std::move(task);
+}
+
+TEST(TextTaskTest, NeedsItsTokenizerAndTextBlock) {
+  auto config = ParseModelConfig(kTextModel).value();
+  EXPECT_EQ(CreateTask(config, TaskOptions()).status().code(), absl::StatusCode::kNotFound);
+  config.clear_text();
+  EXPECT_EQ(CreateTask(config, TaskOptions()).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TextTaskTest, ChecksRequestsBeforeQueuing) {
+  auto task = TextTask();
+  v1::PredictRequest predict;
+  v1::PredictResponse response;
+  predict.set_image("png");
+  EXPECT_EQ(task->Predict(predict, &response, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  predict.set_text("ab\xFF");
+  auto bad = task->Predict(predict, &response, nullptr);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("UTF-8"), std::string::npos);
+  predict.set_text("");
+  EXPECT_EQ(task->Predict(predict, &response, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  predict.set_text("a fine text");
+  EXPECT_TRUE(task->Predict(predict, &response, nullptr).ok());
+
+  v1::ExplainRequest explain;
+  v1::ExplainResponse explained;
+  explain.set_text("a fine text");
+  explain.set_rollout(true);
+  explain.set_heatmap_png(true);
+  EXPECT_EQ(task->Explain(explain, &explained, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  explain.set_heatmap_png(false);
+  explain.set_resonance(true);  // not a DAR model
+  EXPECT_EQ(task->Explain(explain, &explained, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  explain.set_resonance(false);
+  explain.add_attention_layers(1);
+  explain.add_attention_queries(9);  // past the class token and 8 pieces
+  EXPECT_EQ(task->Explain(explain, &explained, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  explain.clear_attention_queries();
+  explain.add_attention_queries(8);
+  explain.set_gates(true);
+  EXPECT_TRUE(task->Explain(explain, &explained, nullptr).ok());
+  explain.mutable_query_pixel()->set_y(1);  // a segmentation field
+  EXPECT_EQ(task->Explain(explain, &explained, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(TextTaskTest, ImageTasksRefuseText) {
+  auto config = ParseModelConfig(R"({"task":"image_classification","input":{"shape":[1,2,2]},
+    "labels":["a","b"],"outputs":["logits"],"token_grid":[1,1],"cls_token":true,
+    "maps":["attention"],"layers":1,"heads":1})").value();
+  auto task = CreateTask(config, TaskOptions()).value();
+  v1::PredictRequest predict;
+  v1::PredictResponse response;
+  predict.set_text("words");
+  auto refused = task->Predict(predict, &response, nullptr);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("text"), std::string::npos) << refused.status();
+}
+
+}  // namespace
+}  // namespace gatescope
