@@ -5,7 +5,9 @@
 //                   with the ground truth (or the input) and each stage's difference
 //                   first model - second model (GDLA paper Figs. 6-8);
 //   detection       each model's boxes and last-layer sampling points over a density of
-//                   the points, ground-truth boxes dashed (PLuG paper Fig. 9).
+//                   the points, ground-truth boxes dashed (PLuG paper Fig. 9);
+//   text            an HTML page (not a PNG): the text once per model, shaded by that
+//                   model's rollout over its own pieces (DGT paper Fig. 3; text_output.h).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -28,6 +30,7 @@
 #include "client/requests.h"
 #include "client/segmentation_output.h"
 #include "client/segmentation_view.h"
+#include "client/text_output.h"
 #include "server/common/status_macros.h"
 
 namespace gatescope::client {
@@ -72,8 +75,9 @@ v1::ExplainRequest RequestFor(const ExplainOptions& options, const Compared& m,
                               const InputImage& input) {
   v1::ExplainRequest request = RolloutRequestFor(options, m.model, input.bytes);
   request.set_model_version(m.version);
+  if (input.text) SetText(input.bytes, request);
   const std::string& task = m.config.task();
-  if (task == "image_classification") {
+  if (task == "image_classification" || task == "text_classification") {
     request.set_rollout(true);
   } else {
     request.clear_rollout_options();  // segmentation and detection refuse rollout settings
@@ -95,8 +99,8 @@ v1::ExplainRequest RequestFor(const ExplainOptions& options, const Compared& m,
 }
 
 // Reports a failed answer (server or malformed) once; true if `answer` can be drawn.
-bool Usable(const InputImage& input, Answer& answer, Report& report,
-            absl::Status (*check)(const v1::ExplainResponse&)) {
+template <typename Check>
+bool Usable(const InputImage& input, Answer& answer, Report& report, Check check) {
   if (!answer.response.ok()) {
     report.ServerFailure(input.file, answer.response.status(), answer.model->model);
     return false;
@@ -339,6 +343,41 @@ cv::Mat DetectionComparePicture(const InputImage& input, const Truth& truth, std
   return picture;
 }
 
+// --- text ---------------------------------------------------------------------------
+
+// The page of a text comparison; "" when no model's answer can be drawn.
+std::string TextComparison(const ExplainOptions& options, const InputImage& input,
+                           std::vector<Answer>& answers, std::string& models_json,
+                           Report& report) {
+  std::vector<TextCompareRow> rows;
+  const auto check = [&input](const v1::ExplainResponse& r) {
+    return CheckTextExplain(r, input.bytes, /*need_rollout=*/true);
+  };
+  for (Answer& a : answers) {
+    TextCompareRow row{{a.model->model, a.model->version}, nullptr, ""};
+    if (!Usable(input, a, report, check)) {
+      row.error = absl::StatusCodeToString(a.response.status().code()) + ": " +
+                  std::string(a.response.status().message());
+      rows.push_back(std::move(row));
+      continue;
+    }
+    row.response = &*a.response;
+    rows.push_back(std::move(row));
+    const auto& classes = a.response->classes();
+    const v1::TextInput& text = a.response->text();
+    std::string members;
+    if (!classes.empty()) {
+      members = ",\"label\":" + JsonString(classes.Get(0).label()) +
+                ",\"score\":" + JsonNumber(classes.Get(0).probability());
+    }
+    members += ",\"tokens\":" + std::to_string(text.token_count()) +
+               ",\"truncated\":" + (text.truncated() ? "true" : "false");
+    models_json += std::string(models_json.empty() ? "" : ",") + ModelJson(a, members);
+  }
+  if (models_json.empty()) return "";
+  return TextComparePage(input.file, input.bytes, rows, options.scale);
+}
+
 // --- the command ----------------------------------------------------------------------
 
 // The models and ground truth of a comparison, fetched when the first readable input
@@ -363,9 +402,10 @@ class Comparison {
 };
 
 void CompareOne(const InferenceClient& client, const ExplainOptions& options,
-                Comparison& comparison, const std::string& file, OutputPaths& paths,
-                Report& report) {
-  const absl::StatusOr<InputImage> input = ReadImage(file);
+                Comparison& comparison, size_t i, OutputPaths& paths, Report& report) {
+  const std::string& file = options.files[i];
+  const absl::StatusOr<InputImage> input =
+      ReadCommandInput(options.files, options.texts, i, /*decode=*/true);
   if (!input.ok()) return report.ClientFailure(file, input.status());
   if (absl::Status st = comparison.Prepare(report); !st.ok()) {
     return report.ServerFailure(file, st);
@@ -383,6 +423,16 @@ void CompareOne(const InferenceClient& client, const ExplainOptions& options,
   }
   const std::string& task = models.front().config.task();
   std::string models_json;
+  if (task == "text_classification") {
+    const std::string page = TextComparison(options, *input, answers, models_json, report);
+    if (models_json.empty()) return;  // every model failed, each with its line
+    const std::string path = paths.Stem(file) + ".compare.html";
+    if (!WriteBytes(path, page)) {
+      return report.ClientFailure(file, absl::InternalError("cannot write " + path));
+    }
+    return report.Success(file,
+                          ",\"compare\":" + JsonString(path) + ",\"models\":[" + models_json + "]");
+  }
   const cv::Mat picture = Rendered([&] {
     if (task == "image_segmentation") {
       return SegmentationPicture(options, *input, truth, answers, models_json, report);
@@ -462,8 +512,8 @@ absl::Status RunCompare(const Connection& server, const ExplainOptions& options,
   const InferenceClient client(server);
   Comparison comparison(client, options);
   OutputPaths paths(options.out_dir, options.files.size() > 1);
-  for (const std::string& file : options.files) {
-    CompareOne(client, options, comparison, file, paths, report);
+  for (size_t i = 0; i < options.files.size(); ++i) {
+    CompareOne(client, options, comparison, i, paths, report);
   }
   return absl::OkStatus();
 }

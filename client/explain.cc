@@ -27,11 +27,14 @@ OutputSettings SettingsOf(const ExplainOptions& options) {
   return settings;
 }
 
-void ExplainOne(const InferenceClient& client, const ExplainOptions& options,
-                const std::string& file, TaskOutput& task, Report& report) {
-  const absl::StatusOr<InputImage> input = ReadImage(file);
+void ExplainOne(const InferenceClient& client, const ExplainOptions& options, size_t i,
+                TaskOutput& task, Report& report) {
+  const std::string& file = options.files[i];
+  const absl::StatusOr<InputImage> input =
+      ReadCommandInput(options.files, options.texts, i, /*decode=*/true);
   if (!input.ok()) return report.ClientFailure(file, input.status());
-  const v1::ExplainRequest request = ExplainRequestFor(options, input->bytes);
+  v1::ExplainRequest request = ExplainRequestFor(options, *input);
+  task.CompleteExplainRequest(request);
   ReportResponse(
       file, CallExplain(client, request, options.target.timeout_ms),
       [&](const v1::ExplainResponse& response) { return task.Explain(*input, request, response); },
@@ -45,9 +48,7 @@ absl::Status ExplainAll(const Connection& server, const ExplainOptions& options,
       std::unique_ptr<TaskOutput> task,
       OpenTaskOutput(client, options.target, SettingsOf(options), options.files, report));
   if (task == nullptr) return absl::OkStatus();  // the metadata call failed every input
-  for (const std::string& file : options.files) {
-    ExplainOne(client, options, file, *task, report);
-  }
+  for (size_t i = 0; i < options.files.size(); ++i) ExplainOne(client, options, i, *task, report);
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 // (the server's) has neither subcommands nor positional inputs, getopt_long has no types,
 // and the hand-written parser this replaced accepted typos and bad values silently.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -32,30 +33,62 @@ constexpr char kFooter[] =
 
 constexpr char kPredictOutput[] =
     "Prints one JSON line per input, in order: classifiers {\"file\",\"label\",\"score\","
-    "\"topk\"}; segmentation {\"file\",\"height\",\"width\",\"class_pixels\"} (--out: "
+    "\"topk\"}; text models {\"file\",\"label\",\"score\",\"topk\",\"tokens\","
+    "\"truncated\"}; segmentation {\"file\",\"height\",\"width\",\"class_pixels\"} (--out: "
     "mask.png, mask_raw.png); detection {\"file\",\"detections\"} (--out: boxes.png); a "
     "failed input {\"file\",\"error\":{\"code\",\"message\"}}. With --out and several "
     "inputs the file names are prefixed with <input file name>.";
 
 constexpr char kExplainOutput[] =
     "Writes under --out and prints one JSON line per input naming the files: classifiers "
-    "<file name>.panel.png, .json, .npy maps (.rollout.png with --rollout); segmentation "
+    "<file name>.panel.png, .json, .npy maps (.rollout.png with --rollout); text models "
+    "<name>.html (the text shaded by rollout, gate heatmaps), .gates.png, .json, .npy maps; "
+    "segmentation "
     "mask.png, gates.png, query_attention.png and .npy maps; detection sampling_points.png, "
-    "encoder_plug_gates.png and .npy maps; --compare <file name>.compare.png. Every --out "
+    "encoder_plug_gates.png and .npy maps; --compare <file name>.compare.png (text models: "
+    "<name>.compare.html). Every --out "
     "gets run.json (model, version, options, server, time, every output) and index.html "
     "(the pictures with captions); an --out holding an earlier run.json is refused unless "
     "--overwrite.";
 
-// The input files of predict and explain: --image FILE, then the positional FILEs.
+// The inputs of predict and explain: --image FILE, then the positional FILEs; or the texts
+// of a text model: the --text values, then the --text-file files.
 struct InputFlags {
   std::string image;
   std::vector<std::string> files;
+  std::vector<std::string> texts, text_files;
 
   std::vector<std::string> All() const {
     std::vector<std::string> all = files;
     if (!image.empty()) all.insert(all.begin(), image);
     return all;
   }
+
+  std::vector<TextArg> Texts() const {
+    std::vector<TextArg> out;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      out.push_back({"text" + std::to_string(i + 1), "", texts[i]});
+    }
+    for (const std::string& path : text_files) {
+      out.push_back({path == "-" ? "stdin" : path, path, ""});
+    }
+    return out;
+  }
+
+  // Fills a command's inputs: the texts and their names, or the files.
+  template <typename Options>
+  void Fill(Options& o) const {
+    o.texts = Texts();
+    o.files.clear();
+    for (const TextArg& t : o.texts) o.files.push_back(t.name);
+    if (o.texts.empty()) o.files = All();
+  }
+};
+
+// Image inputs and text inputs exclude each other: what to add `excludes` to.
+struct InputOptions {
+  CLI::Option* text = nullptr;
+  CLI::Option* text_file = nullptr;
 };
 
 // --version, --timeout-ms; the model flag itself differs per command.
@@ -65,12 +98,33 @@ void AddTarget(CLI::App& cmd, ModelTarget& target) {
       ->check(IntegerIn(1, 3600000));
 }
 
-void AddInputs(CLI::App& cmd, InputFlags& inputs) {
-  CLI::Option_group* group = cmd.add_option_group("inputs", "at least one input file");
-  group->add_option("--image", inputs.image, "an input file, taken before the FILEs");
-  group->add_option("FILE", inputs.files, "input files (PNG/JPEG, or raw with --raw-shape)")
-      ->default_str("");
+InputOptions AddInputs(CLI::App& cmd, InputFlags& inputs) {
+  CLI::Option_group* group =
+      cmd.add_option_group("inputs", "at least one input: image files, or texts (text models)");
+  CLI::Option* image =
+      group->add_option("--image", inputs.image, "an input file, taken before the FILEs");
+  CLI::Option* files =
+      group->add_option("FILE", inputs.files, "input files (PNG/JPEG, or raw with --raw-shape)")
+          ->default_str("");
+  InputOptions text;
+  text.text = group
+                  ->add_option("--text", inputs.texts,
+                               "text models: a text to send, UTF-8 (repeatable; named text1, "
+                               "text2, ...; --text=VALUE for a text starting with -)")
+                  ->allow_extra_args(false)
+                  ->default_str("");
+  text.text_file = group
+                       ->add_option("--text-file", inputs.text_files,
+                                    "text models: a UTF-8 file sent whole as one text "
+                                    "(repeatable; - reads standard input), after the --texts")
+                       ->allow_extra_args(false)
+                       ->default_str("");
+  for (CLI::Option* t : {text.text, text.text_file}) {
+    t->excludes(image);
+    t->excludes(files);
+  }
   group->require_option(1, 0);
+  return text;
 }
 
 void AddDetection(CLI::App& cmd, DetectionFlags& flags) {
@@ -102,7 +156,9 @@ void AddPredict(CLI::App& cmd, PredictOptions& o, InputFlags& inputs) {
                "segmentation: also write probabilities.npy [classes, H, W]")
       ->needs(out);
   AddDetection(cmd, o.detection);
-  AddInputs(cmd, inputs);
+  const InputOptions text = AddInputs(cmd, inputs);
+  raw_shape->excludes(text.text);
+  raw_shape->excludes(text.text_file);
 }
 
 void AddRolloutFlags(CLI::App& cmd, RolloutFlags& r) {
@@ -162,7 +218,8 @@ void AddExplain(CLI::App& cmd, ExplainOptions& o, std::string& format, InputFlag
       ->check(CLI::ExistingFile);
   AddExplainMaps(cmd, o);
   AddRolloutFlags(cmd, o.rollout_flags);
-  cmd.add_option("--format", format, "classifiers: maps as .npy files, or all in <stem>.json")
+  cmd.add_option("--format", format,
+                 "classifiers and text models: maps as .npy files, or all in <stem>.json")
       ->check(CLI::IsMember({"npy", "json"}));
   cmd.add_option("--out", o.out_dir, "directory for the pictures and maps")->required();
   cmd.add_flag("--overwrite", o.run.overwrite,
@@ -212,6 +269,9 @@ int Run(int argc, char** argv) {
   CLI::App* services_cmd = app.add_subcommand("services", "list services (server reflection)");
   AddConnectionFlags(*services_cmd, connection);
   if (std::optional<int> exit = ParseCommandLine(app, argc, argv)) return *exit;
+  if (std::count(inputs.text_files.begin(), inputs.text_files.end(), "-") > 1) {
+    return UsageError(app, "--text-file -: standard input can be read once");
+  }
   const absl::StatusOr<Connection> server = OpenConnection(connection);
   if (!server.ok()) return UsageError(app, std::string(server.status().message()));
 
@@ -223,13 +283,13 @@ int Run(int argc, char** argv) {
     run.overwrite = predict.run.overwrite;
     run.command = "predict";
     predict.run = run;
-    predict.files = inputs.All();
+    inputs.Fill(predict);
     result = RunPredict(*server, predict);
   } else if (explain_cmd->parsed()) {
     run.overwrite = explain.run.overwrite;
     run.command = "explain";
     explain.run = run;
-    explain.files = inputs.All();
+    inputs.Fill(explain);
     explain.json_maps = format == "json";
     result = RunExplain(*server, explain);
   } else if (models_cmd->parsed()) {

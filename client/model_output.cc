@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<TaskOutput>> OpenTaskOutput(const InferenceClient
   settings.model = metadata->name();
   settings.version = metadata->version();
   settings.labels.assign(config.labels().begin(), config.labels().end());
+  settings.maps.assign(config.maps().begin(), config.maps().end());
   report.SetModel(settings.model, settings.version, config.task());
   return NewTaskOutput(config.task(), std::move(settings));
 }

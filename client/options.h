@@ -58,6 +58,14 @@ struct QueryPoint {
   int x = 0;
 };
 
+// A text input of a text model ("text_classification"): --text VALUE or --text-file PATH.
+struct TextArg {
+  std::string name;   // in output lines and output file names: "text<i>" (the i-th --text,
+                      // from 1), the path as given for a file, "stdin" for "-"
+  std::string path;   // --text-file: the file to read ("-": standard input); empty: `value`
+  std::string value;  // --text: the text itself (UTF-8)
+};
+
 // How a command that writes files was run, for its run record (run_record.h); main()
 // fills it.
 struct RunFlags {
@@ -76,7 +84,9 @@ struct PredictOptions {
   std::string out_dir;              // empty: print only
   bool probabilities = false;       // segmentation, with out_dir
   DetectionFlags detection;
-  std::vector<std::string> files;  // --image first, then the positional files
+  // The inputs' names: --image first, then the positional files; with `texts`, their names.
+  std::vector<std::string> files;
+  std::vector<TextArg> texts;  // text inputs (--text, then --text-file); never with images
   RunFlags run;
 };
 
@@ -92,7 +102,8 @@ struct ExplainOptions {
   std::string gt;  // --gt with --compare: a label PNG (segmentation) or boxes CSV (detection)
   std::string out_dir;
   DetectionFlags detection;
-  std::vector<std::string> files;
+  std::vector<std::string> files;  // as PredictOptions::files
+  std::vector<TextArg> texts;      // as PredictOptions::texts
   RunFlags run;
 };
 

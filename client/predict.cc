@@ -14,15 +14,17 @@
 namespace gatescope::client {
 namespace {
 
-void PredictOne(const InferenceClient& client, const PredictOptions& options,
-                const std::string& file, TaskOutput& task, Report& report) {
-  absl::StatusOr<InputImage> input = ReadInput(file);
+void PredictOne(const InferenceClient& client, const PredictOptions& options, size_t i,
+                TaskOutput& task, Report& report) {
+  const std::string& file = options.files[i];
+  absl::StatusOr<InputImage> input =
+      ReadCommandInput(options.files, options.texts, i, /*decode=*/false);
   if (!input.ok()) return report.ClientFailure(file, input.status());
-  // Pictures of the results need the decoded input; raw tensors have none.
-  if (!options.out_dir.empty() && options.raw_shape.empty()) {
+  // Pictures of the results need the decoded input; raw tensors and texts have none.
+  if (!options.out_dir.empty() && options.raw_shape.empty() && !input->text) {
     input->image = DecodeBgr(input->bytes);
   }
-  const v1::PredictRequest request = PredictRequestFor(options, input->bytes);
+  const v1::PredictRequest request = PredictRequestFor(options, *input);
   ReportResponse(
       file, CallPredict(client, request, options.target.timeout_ms),
       [&](const v1::PredictResponse& response) { return task.Predict(*input, response); }, report);
@@ -44,9 +46,7 @@ absl::StatusOr<ExitCode> RunPredict(const Connection& server, const PredictOptio
   GS_ASSIGN_OR_RETURN(std::unique_ptr<TaskOutput> task,
                       OpenTaskOutput(client, options.target, settings, options.files, report));
   if (task != nullptr) {  // else the metadata call failed every input
-    for (const std::string& file : options.files) {
-      PredictOne(client, options, file, *task, report);
-    }
+    for (size_t i = 0; i < options.files.size(); ++i) PredictOne(client, options, i, *task, report);
   }
   if (writes) GS_RETURN_IF_ERROR(WriteRunRecord(options.out_dir, options.run, report));
   return report.exit_code();

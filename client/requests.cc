@@ -31,6 +31,16 @@ v1::PredictRequest PredictRequestFor(const PredictOptions& options, std::string 
   return request;
 }
 
+v1::PredictRequest PredictRequestFor(const PredictOptions& options, const InputImage& input) {
+  if (!input.text) return PredictRequestFor(options, input.bytes);
+  v1::PredictRequest request;
+  request.set_model_name(options.target.model);
+  request.set_model_version(options.target.version);
+  request.set_top_k(options.top_k);
+  request.set_text(input.bytes);
+  return request;
+}
+
 v1::ExplainRequest RolloutRequestFor(const ExplainOptions& options, const std::string& model,
                                      std::string image) {
   v1::ExplainRequest request;
@@ -60,6 +70,18 @@ v1::ExplainRequest ExplainRequestFor(const ExplainOptions& options, std::string 
     request.mutable_query_pixel()->set_x(options.query->x);
   }
   SetDetectionFlags(options.detection, request);
+  return request;
+}
+
+void SetText(std::string text, v1::ExplainRequest& request) {
+  request.set_text(std::move(text));
+  request.set_heatmap_png(false);
+}
+
+v1::ExplainRequest ExplainRequestFor(const ExplainOptions& options, const InputImage& input) {
+  if (!input.text) return ExplainRequestFor(options, input.bytes);
+  v1::ExplainRequest request = ExplainRequestFor(options, std::string());
+  SetText(input.bytes, request);
   return request;
 }
 

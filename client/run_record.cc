@@ -30,8 +30,12 @@ std::string Relative(const std::string& path, const std::string& out_dir) {
   return rel.string();
 }
 
+bool EndsWith(const std::string& text, const std::string& end) {
+  return text.size() > end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
 // Every string member of a line that names a file under `out_dir`, made relative, with
-// the PNGs collected as (key, relative path) in line order.
+// the PNGs and HTML pages collected as (key, relative path) in line order.
 void RelativizeOutputs(json& value, const std::string& key, const std::string& out_dir,
                        std::vector<std::pair<std::string, std::string>>& pictures) {
   if (value.is_string()) {
@@ -40,7 +44,7 @@ void RelativizeOutputs(json& value, const std::string& key, const std::string& o
     if (key != "file" && key != "label" && key != "model" && key != "message" &&
         Relative(text, out_dir) != text && std::filesystem::is_regular_file(text, ec)) {
       value = Relative(text, out_dir);
-      if (text.size() > 4 && text.compare(text.size() - 4, 4, ".png") == 0) {
+      if (EndsWith(text, ".png") || EndsWith(text, ".html")) {
         pictures.emplace_back(key, value.get<std::string>());
       }
     }
@@ -129,6 +133,11 @@ std::string IndexHtml(const json& record,
             Html(LineSummary(line)) + "</small></h2>\n";
     for (const auto& [key, path] : pictures[i]) {
       const std::string url = Html(FileUrl(path));
+      if (EndsWith(path, ".html")) {  // a page of its own (text models): a link
+        html += "<p><a href=\"" + url + "\">" + Html(path) + "</a>: " + Html(PictureCaption(key)) +
+                "</p>\n";
+        continue;
+      }
       html += "<figure><a href=\"" + url + "\"><img src=\"" + url + "\" alt=\"" +
               Html(key) + "\"></a><figcaption><b>" + Html(path) + "</b>: " +
               Html(PictureCaption(key)) + "</figcaption></figure>\n";
@@ -154,6 +163,10 @@ std::string PictureCaption(const std::string& key) {
       {"sampling_points", "the last decoder layer's sampling points of each detection, sized "
                           "by attention weight"},
       {"encoder_plug_gates", "the PLuG gate of every encoder layer and level"},
+      {"page", "the text with each piece shaded by its rollout (hover for piece, id and "
+               "value), then the gate heatmaps per layer: a self-contained page"},
+      {"gate_heatmaps", "the gate of every head over the text's pieces, one layer under "
+                        "another, with colour bars"},
   };
   const auto it = captions->find(key);
   return it == captions->end() ? key : it->second;

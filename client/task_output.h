@@ -24,6 +24,7 @@ struct OutputSettings {
   bool json_maps = false;       // explain --format json (classifiers)
   std::optional<::gatescope::v1::QueryPixel> query;  // explain --query (segmentation)
   std::vector<std::string> labels;                   // the model's class names
+  std::vector<std::string> maps;                     // the maps it declares (ModelConfig.maps)
   std::string model, version;  // as the server names them (the version that answered)
   ScaleMode scale = ScaleMode::kShared;  // explain pictures: one colour scale or per tile
 };
@@ -36,13 +37,19 @@ class TaskOutput {
       : settings_(std::move(settings)), paths_(settings_.out_dir, settings_.several_inputs) {}
   virtual ~TaskOutput() = default;
 
+  // Completes an Explain `request` that the command made from its flags with what this
+  // task's output always shows (e.g. text models: rollout, and gates where the model has
+  // them). Default: the request as made.
+  virtual void CompleteExplainRequest(::gatescope::v1::ExplainRequest&) const {}
+
   // The JSON members (each after a comma) of `input`'s line for a successful Predict
   // `response`, after writing the files the settings ask for. An error fails this input
   // alone (printed with code CLIENT).
   virtual absl::StatusOr<std::string> Predict(const InputImage& input,
                                               const ::gatescope::v1::PredictResponse& response) = 0;
 
-  // The same for a successful Explain `response` to `request` (`input.image` is decoded).
+  // The same for a successful Explain `response` to `request` (`input.image` is decoded;
+  // a text input has none).
   virtual absl::StatusOr<std::string> Explain(const InputImage& input,
                                               const ::gatescope::v1::ExplainRequest& request,
                                               const ::gatescope::v1::ExplainResponse& response) = 0;

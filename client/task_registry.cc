@@ -13,7 +13,8 @@ namespace gatescope::client {
 #define GATESCOPE_CLIENT_TASKS(GATESCOPE_TASK)                  \
   GATESCOPE_TASK("image_classification", kClassificationOutput) \
   GATESCOPE_TASK("image_segmentation", kSegmentationOutput)     \
-  GATESCOPE_TASK("object_detection", kDetectionOutput)
+  GATESCOPE_TASK("object_detection", kDetectionOutput)          \
+  GATESCOPE_TASK("text_classification", kTextClassificationOutput)
 
 // Each factory's declaration, then the table.
 #define GATESCOPE_DECLARE_FACTORY(task, factory) extern const TaskFactory factory;

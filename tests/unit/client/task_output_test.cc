@@ -11,7 +11,8 @@ namespace gatescope::client {
 namespace {
 
 TEST(ClientTaskOutputTest, EveryServedTaskHasAnOutput) {
-  for (const char* task : {"image_classification", "image_segmentation", "object_detection"}) {
+  for (const char* task : {"image_classification", "image_segmentation", "object_detection",
+                           "text_classification"}) {
     absl::StatusOr<std::unique_ptr<TaskOutput>> out = NewTaskOutput(task, {});
     ASSERT_TRUE(out.ok()) << task << ": " << out.status();
     EXPECT_NE(*out, nullptr);
