@@ -14,8 +14,9 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev dpkg-dev
   python3-numpy python3-pytest python3-grpcio python3-protobuf
   python3-pip python3-setuptools python3-wheel
+  python3-sentencepiece libsentencepiece-dev python3-sklearn
   chromium chromium-driver python3-selenium
-  dataset-fashion-mnist mricron-data
+  dataset-fashion-mnist mricron-data wordnet-base
 )
 
 missing=()

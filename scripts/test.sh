@@ -9,6 +9,7 @@ scripts/setup.sh
 scripts/setup_deploy_tools.sh
 scripts/install_python.sh
 scripts/fetch_mnist.sh
+scripts/fetch_text_data.sh
 scripts/build.sh
 status=0
 (cd build && ctest --output-on-failure -j2) || status=1

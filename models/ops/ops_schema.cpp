@@ -2,9 +2,13 @@
 #include <torch/library.h>
 
 TORCH_LIBRARY(gatescope, m) {
+  // key_padding_mask: optional [B, Nk] bool or uint8, nonzero = visible key (as in
+  // dar_attention); hidden keys get zero weight in both branches, a row that sees no key is
+  // 0. Appended with a default so 6-argument callers (shipped archives) are unchanged.
+  // See dgsa_shape.h.
   m.def(
       "dgsa_attention(Tensor q_pos, Tensor k_pos, Tensor q_neg, Tensor k_neg, Tensor v, "
-      "Tensor gate) -> Tensor");
+      "Tensor gate, Tensor? key_padding_mask=None) -> Tensor");
   // Returns (out [B, H, Nq, dv], vigilance-crossing fraction [B, H]); see dar_shape.h.
   m.def(
       "dar_attention(Tensor q, Tensor k, Tensor v, Tensor? key_padding_mask=None, "

@@ -10,6 +10,10 @@ how the branches are mixed (scalar lambda vs per-token sigmoid gate).
 DAR, when enabled, adds its prior to both branches' logits. The fused path runs
 gatescope.dar_attention once per branch (no N x N map) when use_fused is set and gradients
 are off (gatescope.attention.fused).
+
+forward(x, key_mask=None) / forward_with_maps(x, key_mask=None): key_mask is an optional
+bool [B, N], True = visible key; hidden keys get weight 0 in both branches (eager: -inf
+logits; fused: the op's key_padding_mask). Without it nothing changes.
 """
 import math
 from typing import Dict, Optional, Tuple
@@ -65,37 +69,41 @@ class MultiheadDiffAttn(nn.Module):
     def _finish(self, heads, b: int, n: int):
         return self.out_proj(self.norm(heads).transpose(1, 2).reshape(b, n, -1))
 
-    def _branch_maps(self, q, k):
+    def _branch_maps(self, q, k, key_mask: Optional[torch.Tensor]):
         d = self.dar
-        return softmax_map(q, k, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
+        return softmax_map(q, k, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps, key_mask)
 
-    def forward(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    def forward(self, x, key_mask: Optional[torch.Tensor] = None
+                ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         b, n, _ = x.shape
         q1, k1, q2, k2, v = self._streams(x)
         lam = self.lam()
         d = self.dar
         stats: Dict[str, torch.Tensor] = {}
         if fused_active(self.use_fused):
-            o1, c1 = fused_attention(q1, k1, v, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
-            o2, c2 = fused_attention(q2, k2, v, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
+            o1, c1 = fused_attention(q1, k1, v, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps,
+                                     key_mask)
+            o2, c2 = fused_attention(q2, k2, v, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps,
+                                     key_mask)
             heads = o1 - lam * o2
             if d.enabled:
                 stats["vigilance_mean"] = 0.5 * (c1 + c2).mean(-1)
         else:
-            a1, _r1, c1 = self._branch_maps(q1, k1)
-            a2, _r2, c2 = self._branch_maps(q2, k2)
+            a1, _r1, c1 = self._branch_maps(q1, k1, key_mask)
+            a2, _r2, c2 = self._branch_maps(q2, k2, key_mask)
             heads = torch.matmul(a1 - lam * a2, v)
             if c1 is not None and c2 is not None:
                 stats["vigilance_mean"] = 0.5 * (c1 + c2).mean(-1)
         return self._finish(heads, b, n), stats
 
-    def forward_with_maps(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-        """Eager maps: attention A1 - lambda A2 (signed) [B,H,N,N]; with DAR also resonance
-        (first branch) [B,H,N,N] and vigilance [B,H]."""
+    def forward_with_maps(self, x, key_mask: Optional[torch.Tensor] = None
+                          ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """Eager maps: attention A1 - lambda A2 (signed) [B,H,N,N] (0 at hidden keys); with
+        DAR also resonance (first branch) [B,H,N,N] and vigilance [B,H]."""
         b, n, _ = x.shape
         q1, k1, q2, k2, v = self._streams(x)
-        a1, r1, c1 = self._branch_maps(q1, k1)
-        a2, _r2, c2 = self._branch_maps(q2, k2)
+        a1, r1, c1 = self._branch_maps(q1, k1, key_mask)
+        a2, _r2, c2 = self._branch_maps(q2, k2, key_mask)
         attn = a1 - self.lam() * a2
         maps: Dict[str, torch.Tensor] = {"attention": attn}
         if r1 is not None and c1 is not None and c2 is not None:

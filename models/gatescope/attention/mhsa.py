@@ -1,8 +1,11 @@
 """Plain multi-head self-attention (the ViT baseline), optionally with the DAR prior, with
 the same map interface as M-DGSA.
 
-forward(x) -> (out, stats): stats holds per-example summaries ("vigilance_mean": the DAR
-vigilance-crossing fraction averaged over heads, [B]) that the server turns into metrics.
+forward(x, key_mask=None) -> (out, stats): stats holds per-example summaries
+("vigilance_mean": the DAR vigilance-crossing fraction averaged over heads, [B]) that the
+server turns into metrics. key_mask: optional bool [B, N], True = visible key (padding
+False); hidden keys get attention weight 0 on both the eager and the fused path (the op's
+key_padding_mask). Without it the computation is the unmasked one, unchanged.
 """
 from typing import Dict, Optional, Tuple
 
@@ -36,31 +39,35 @@ class MultiheadSelfAttention(nn.Module):
     def _finish(self, heads, b: int, n: int):
         return self.out_proj(heads.transpose(1, 2).reshape(b, n, -1))
 
-    def forward(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    def forward(self, x, key_mask: Optional[torch.Tensor] = None
+                ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
         b, n, _ = x.shape
         q, k, v = self._qkv(x)
         d = self.dar
         stats: Dict[str, torch.Tensor] = {}
         if fused_active(self.use_fused):
             heads, crossing = fused_attention(q.contiguous(), k.contiguous(), v.contiguous(),
-                                              d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
+                                              d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps,
+                                              key_mask)
             if d.enabled:
                 stats["vigilance_mean"] = crossing.mean(-1)
         else:
             attn, _r, crossing = softmax_map(q, k, d.enabled, d.lam, d.rho, d.alpha, d.beta,
-                                            d.steps)
+                                            d.steps, key_mask)
             heads = torch.matmul(attn, v)
             if crossing is not None:
                 stats["vigilance_mean"] = crossing.mean(-1)
         return self._finish(heads, b, n), stats
 
-    def forward_with_maps(self, x) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
-        """Eager maps: attention [B,H,N,N]; with DAR also resonance [B,H,N,N] and
-        vigilance [B,H]."""
+    def forward_with_maps(self, x, key_mask: Optional[torch.Tensor] = None
+                          ) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+        """Eager maps: attention [B,H,N,N] (0 at hidden keys); with DAR also resonance
+        [B,H,N,N] and vigilance [B,H]."""
         b, n, _ = x.shape
         q, k, v = self._qkv(x)
         d = self.dar
-        attn, r, crossing = softmax_map(q, k, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps)
+        attn, r, crossing = softmax_map(q, k, d.enabled, d.lam, d.rho, d.alpha, d.beta, d.steps,
+                                        key_mask)
         maps: Dict[str, torch.Tensor] = {"attention": attn}
         if r is not None and crossing is not None:
             maps["resonance"] = r

@@ -37,7 +37,10 @@ class LayerwiseExplain(nn.Module):
     @torch.jit.export
     def explain(self, x: torch.Tensor) -> Dict[str, List[torch.Tensor]]:
         """Every layer's maps at once (see explain_layer), plus "logits"."""
-        t = self.explain_begin(x)
+        return self._explain_from(self.explain_begin(x))
+
+    def _explain_from(self, t: torch.Tensor) -> Dict[str, List[torch.Tensor]]:
+        """explain() after explain_begin: every layer's maps from tokens `t`."""
         out: Dict[str, List[torch.Tensor]] = {}
         for layer in range(len(self.blocks)):
             t, maps = self.explain_layer(t, layer)

@@ -47,7 +47,8 @@ void RunCpu(const DgsaShape& shape, const DgsaPointers<T>& ptr) {
 template <typename T>
 DgsaPointers<T> Pointers(const at::Tensor& q_pos, const at::Tensor& k_pos,
                          const at::Tensor& q_neg, const at::Tensor& k_neg,
-                         const at::Tensor& v, const at::Tensor& gate, at::Tensor& out) {
+                         const at::Tensor& v, const at::Tensor& gate, const at::Tensor& mask,
+                         at::Tensor& out) {
   DgsaPointers<T> p;
   p.q_pos = q_pos.data_ptr<T>();
   p.k_pos = k_pos.data_ptr<T>();
@@ -56,25 +57,29 @@ DgsaPointers<T> Pointers(const at::Tensor& q_pos, const at::Tensor& k_pos,
   p.v = v.data_ptr<T>();
   p.gate = gate.data_ptr<T>();
   p.out = out.data_ptr<T>();
+  p.key_mask = DgsaMaskData(mask);
   return p;
 }
 
 at::Tensor DgsaAttentionCpu(const at::Tensor& q_pos_in, const at::Tensor& k_pos_in,
                             const at::Tensor& q_neg_in, const at::Tensor& k_neg_in,
-                            const at::Tensor& v_in, const at::Tensor& gate_in) {
-  const DgsaShape shape = CheckDgsaArgs(q_pos_in, k_pos_in, q_neg_in, k_neg_in, v_in, gate_in);
+                            const at::Tensor& v_in, const at::Tensor& gate_in,
+                            const c10::optional<at::Tensor>& key_padding_mask) {
+  const DgsaShape shape =
+      CheckDgsaArgs(q_pos_in, k_pos_in, q_neg_in, k_neg_in, v_in, gate_in, key_padding_mask);
   const auto in_type = q_pos_in.scalar_type();
   const auto work_type = WorkType(in_type);  // cast back to in_type at the end
   TORCH_CHECK(at::isFloatingType(in_type), "dgsa_attention: inputs must be floating point");
   auto prep = [&](const at::Tensor& t) { return ToWork(t, work_type); };
   const at::Tensor q_pos = prep(q_pos_in), k_pos = prep(k_pos_in), q_neg = prep(q_neg_in),
                    k_neg = prep(k_neg_in), v = prep(v_in), gate = prep(gate_in);
+  const at::Tensor mask = DgsaMaskBytes(key_padding_mask);  // undefined: all keys visible
   at::Tensor out = at::empty({q_pos.size(0), q_pos.size(1), shape.nq, shape.dv},
                              q_pos.options());
   if (shape.nq > 0 && shape.batch_heads > 0) {
     DispatchWork(work_type, [&](auto tag) {
       using T = decltype(tag);
-      RunCpu<T>(shape, Pointers<T>(q_pos, k_pos, q_neg, k_neg, v, gate, out));
+      RunCpu<T>(shape, Pointers<T>(q_pos, k_pos, q_neg, k_neg, v, gate, mask, out));
     });
   }
   return out.to(in_type);

@@ -4,6 +4,12 @@
 // kKeyTile staged in shared memory, keeping for each branch an online-softmax (max, sum)
 // pair and a dv-wide accumulator in registers. No N x N map exists at any point.
 // Head dims are zero-padded to a compile-time bucket (16/32/64/128).
+//
+// With a key mask (a separate instantiation, so the unmasked kernel is unchanged) warp 0
+// lists each tile's visible keys with a ballot and only those are staged (gathered to the
+// front of the tile): hidden keys cost no arithmetic, a tile without visible keys is not
+// folded, and a sequence padded at the end gives the same tiles as the unpadded one. A row
+// that sees no key keeps sum = 0 and is written as 0.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -17,6 +23,8 @@ namespace {
 
 constexpr int kThreads = 64;
 constexpr int kKeyTile = 16;
+static_assert(kKeyTile <= 32 && kThreads >= 32,
+              "warp 0 lists a tile's visible keys with one ballot");
 
 __device__ __forceinline__ float ToFloat(float x) { return x; }
 __device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }
@@ -54,15 +62,20 @@ __device__ __forceinline__ void FoldTile(const float (&q)[kMaxD], const float (*
   max = new_max;
 }
 
-template <typename T, int kMaxD>
+// kMasked: key_mask is non-null ([batch, nk], row bh / shape.heads); otherwise unread.
+template <typename T, int kMaxD, bool kMasked>
 __global__ void __launch_bounds__(kThreads)
     DgsaForwardKernel(DgsaShape shape, const T* __restrict__ q_pos, const T* __restrict__ k_pos,
                       const T* __restrict__ q_neg, const T* __restrict__ k_neg,
-                      const T* __restrict__ v, const T* __restrict__ gate, T* __restrict__ out) {
+                      const T* __restrict__ v, const T* __restrict__ gate,
+                      const uint8_t* __restrict__ key_mask, T* __restrict__ out) {
   __shared__ float kp_s[kKeyTile][kMaxD];
   __shared__ float kn_s[kKeyTile][kMaxD];
   __shared__ float v_s[kKeyTile][kMaxD];
   __shared__ float scores_s[kKeyTile * kThreads];
+  // Masked only: offsets (within the tile) of its visible keys, and how many there are.
+  __shared__ int visible_s[kMasked ? kKeyTile : 1];
+  __shared__ int visible_count_s;
 
   const int64_t bh = blockIdx.x;
   const int64_t row = static_cast<int64_t>(blockIdx.y) * kThreads + threadIdx.x;
@@ -83,19 +96,35 @@ __global__ void __launch_bounds__(kThreads)
   }
   float max_p = -INFINITY, sum_p = 0.f, max_n = -INFINITY, sum_n = 0.f;
 
+  const uint8_t* mask = kMasked ? key_mask + (bh / shape.heads) * shape.nk : nullptr;
+
   for (int64_t j0 = 0; j0 < shape.nk; j0 += kKeyTile) {
     const int64_t left = shape.nk - j0;
-    const int n = left < kKeyTile ? static_cast<int>(left) : kKeyTile;
+    int n = left < kKeyTile ? static_cast<int>(left) : kKeyTile;
+    if constexpr (kMasked) {
+      if (threadIdx.x < 32) {
+        const int lane = static_cast<int>(threadIdx.x);
+        const bool visible = lane < n && mask[j0 + lane] != 0;
+        const unsigned ballot = __ballot_sync(0xffffffffu, visible);
+        if (visible) visible_s[__popc(ballot & ((1u << lane) - 1u))] = lane;
+        if (lane == 0) visible_count_s = __popc(ballot);
+      }
+      __syncthreads();
+      n = visible_count_s;  // the same for the whole block
+    }
     for (int idx = threadIdx.x; idx < kKeyTile * kMaxD; idx += kThreads) {
       const int j = idx / kMaxD, c = idx % kMaxD;
-      const int64_t key = bh * shape.nk + j0 + j;
+      int offset = j;
+      if constexpr (kMasked) offset = j < n ? visible_s[j] : 0;
+      const int64_t key = bh * shape.nk + j0 + offset;
       const bool kin = j < n && c < d;
       kp_s[j][c] = kin ? ToFloat(k_pos[key * d + c]) : 0.f;
       kn_s[j][c] = kin ? ToFloat(k_neg[key * d + c]) : 0.f;
       v_s[j][c] = (j < n && c < dv) ? ToFloat(v[key * dv + c]) : 0.f;
     }
     __syncthreads();
-    if (active) {
+    // n == 0 (masked tile without visible keys) must not be folded: exp(-inf - -inf).
+    if (active && (!kMasked || n > 0)) {
       FoldTile<kMaxD>(qp, kp_s, v_s, n, scores_s + threadIdx.x, max_p, sum_p, acc_p);
       FoldTile<kMaxD>(qn, kn_s, v_s, n, scores_s + threadIdx.x, max_n, sum_n, acc_n);
     }
@@ -103,8 +132,9 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (!active) return;
   const float g = ToFloat(gate[bh * shape.nq + row]);
-  const float wp = g / sum_p;
-  const float wn = (1.f - g) / sum_n;
+  // sum = 0 only for a row without visible keys (its accumulators are 0 too).
+  const float wp = sum_p > 0.f ? g / sum_p : 0.f;
+  const float wn = sum_n > 0.f ? (1.f - g) / sum_n : 0.f;
   T* o = out + (bh * shape.nq + row) * dv;
 #pragma unroll
   for (int c = 0; c < kMaxD; ++c) {
@@ -114,15 +144,22 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, int kMaxD>
 cudaError_t LaunchBucket(const DgsaShape& shape, dim3 grid, cudaStream_t stream, const T* qp,
-                         const T* kp, const T* qn, const T* kn, const T* v, const T* g, T* o) {
-  DgsaForwardKernel<T, kMaxD><<<grid, kThreads, 0, stream>>>(shape, qp, kp, qn, kn, v, g, o);
+                         const T* kp, const T* qn, const T* kn, const T* v, const T* g,
+                         const uint8_t* mask, T* o) {
+  if (mask != nullptr) {
+    DgsaForwardKernel<T, kMaxD, true>
+        <<<grid, kThreads, 0, stream>>>(shape, qp, kp, qn, kn, v, g, mask, o);
+  } else {
+    DgsaForwardKernel<T, kMaxD, false>
+        <<<grid, kThreads, 0, stream>>>(shape, qp, kp, qn, kn, v, g, nullptr, o);
+  }
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t LaunchTyped(const DgsaShape& shape, const void* qp, const void* kp, const void* qn,
-                        const void* kn, const void* v, const void* g, void* o,
-                        cudaStream_t stream) {
+                        const void* kn, const void* v, const void* g, const uint8_t* mask,
+                        void* o, cudaStream_t stream) {
   const int64_t row_tiles = (shape.nq + kThreads - 1) / kThreads;
   if (row_tiles > 65535 || shape.batch_heads > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(shape.batch_heads), static_cast<unsigned>(row_tiles));
@@ -132,7 +169,7 @@ cudaError_t LaunchTyped(const DgsaShape& shape, const void* qp, const void* kp, 
     return LaunchBucket<T, kD>(shape, grid, stream, static_cast<const T*>(qp),
                                static_cast<const T*>(kp), static_cast<const T*>(qn),
                                static_cast<const T*>(kn), static_cast<const T*>(v),
-                               static_cast<const T*>(g), static_cast<T*>(o));
+                               static_cast<const T*>(g), mask, static_cast<T*>(o));
   };
   if (widest <= 16) return args(std::integral_constant<int, 16>{});
   if (widest <= 32) return args(std::integral_constant<int, 32>{});
@@ -144,18 +181,19 @@ cudaError_t LaunchTyped(const DgsaShape& shape, const void* qp, const void* kp, 
 
 int LaunchDgsaForward(const DgsaShape& shape, DgsaDType dtype, const void* q_pos,
                       const void* k_pos, const void* q_neg, const void* k_neg, const void* v,
-                      const void* gate, void* out, void* stream) {
+                      const void* gate, const uint8_t* key_mask, void* out, void* stream) {
   if (shape.d <= 0 || shape.dv <= 0 || shape.nk <= 0 || shape.d > kDgsaCudaMaxHeadDim ||
-      shape.dv > kDgsaCudaMaxHeadDim) {
+      shape.dv > kDgsaCudaMaxHeadDim || (key_mask != nullptr && shape.heads < 1)) {
     return cudaErrorInvalidValue;
   }
   if (shape.nq == 0 || shape.batch_heads == 0) return cudaSuccess;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case DgsaDType::kFloat32:
-      return LaunchTyped<float>(shape, q_pos, k_pos, q_neg, k_neg, v, gate, out, s);
+      return LaunchTyped<float>(shape, q_pos, k_pos, q_neg, k_neg, v, gate, key_mask, out, s);
     case DgsaDType::kFloat16:
-      return LaunchTyped<__half>(shape, q_pos, k_pos, q_neg, k_neg, v, gate, out, s);
+      return LaunchTyped<__half>(shape, q_pos, k_pos, q_neg, k_neg, v, gate, key_mask, out,
+                                 s);
   }
   return cudaErrorInvalidValue;
 }

@@ -10,7 +10,11 @@ namespace gatescope::ops {
 //   q_pos, q_neg: [batch_heads, nq, d]      k_pos, k_neg: [batch_heads, nk, d]
 //   v:            [batch_heads, nk, dv]     gate:         [batch_heads, nq]
 //   out:          [batch_heads, nq, dv]
-// out = g * softmax(scale q+ k+^T) v - (1 - g) * softmax(scale q- k-^T) v, per row.
+//   key_mask:     [batch_heads / heads, nk] (nonzero = visible) or null (all visible);
+//                 slice bh reads row bh / heads (batch_heads = batch * heads).
+// out = g * softmax(scale q+ k+^T) v - (1 - g) * softmax(scale q- k-^T) v, per row, both
+// softmaxes over the visible keys only (a hidden key's logit is -inf); a row with no visible
+// key is 0.
 struct DgsaShape {
   int64_t batch_heads = 0;
   int64_t nq = 0;
@@ -18,6 +22,9 @@ struct DgsaShape {
   int64_t d = 0;
   int64_t dv = 0;
   double scale = 1.0;
+  // Heads per batch entry; only indexes key_mask (last, so {bh, nq, nk, d, dv, scale}
+  // initialisers keep meaning one head per mask row).
+  int64_t heads = 1;
 };
 
 template <typename T>
@@ -29,6 +36,7 @@ struct DgsaPointers {
   const T* v = nullptr;
   const T* gate = nullptr;
   T* out = nullptr;
+  const uint8_t* key_mask = nullptr;  // [batch, nk], nonzero = visible; null = all visible
 };
 
 }  // namespace gatescope::ops

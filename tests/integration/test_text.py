@@ -1,0 +1,252 @@
+"""Text models served (task text_classification): the server's tokenizer gives the Python
+tokenizer's ids and offsets on every held-out text and on unicode, emoji, empty and very
+long texts; served logits equal the Python model's run one text at a time, for concurrent
+mixed-length traffic through both APIs; explanations over tokens equal the Python
+reference; truncation follows the model's metadata; bad text is refused and the server
+keeps serving."""
+import concurrent.futures
+import struct
+import subprocess
+
+import grpc
+import numpy as np
+import pytest
+import torch
+
+from server_harness import REPO, api_stubs, metric_value, serve_shipped
+from gatescope import explain as ref
+from gatescope import ops
+from gatescope.data import text_corpora
+from gatescope.export.archive import read_extra_bytes, read_metadata
+from gatescope.text_tokenizer import Tokenizer
+
+WORDNET = ("dgt_wordnet", "transformer_wordnet", "difftransformer_wordnet")
+SPAM = "dgt_spam"
+TOKENIZE = REPO / "build" / "tests" / "tokenize_texts"
+SPECIAL = ["", "   ", "Ünïcödé façade — naïve café", "中文文本分类 测试", "Привет, мир!",
+           "emoji 👍🏽 and a family 👨‍👩‍👧‍👦 🇩🇪", "tab\tnew\nline\r\n", "a" * 100_000,
+           ("long words " * 20_000).strip(), "\u200b zero width \ufeff bom", "x" * 1 + "ﬁ ligature ①"]
+
+
+def archive(name):
+    return REPO / "model_repository" / name / "1" / "model.pt"
+
+
+def tokenizer_of(name):
+    meta = read_metadata(archive(name))
+    return Tokenizer.from_bytes(read_extra_bytes(archive(name), meta["text"]["tokenizer_file"])), meta
+
+
+def load(name):
+    ops.load()
+    return torch.jit.load(str(archive(name)))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    yield from serve_shipped(tmp_path_factory, WORDNET + (SPAM,))
+
+
+@pytest.fixture(scope="module")
+def stubs(server, tmp_path_factory):
+    yield from api_stubs(server, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def wordnet():
+    return text_corpora.load("wordnet")
+
+
+@pytest.fixture(scope="module")
+def spam():
+    return text_corpora.load("spam")
+
+
+def server_tokens(model_file, texts, max_tokens, tmp_path):
+    """The server's TextTokenizer over `texts`: per text (token_count, truncated, [(id,
+    begin, end)]) or the refusal's text."""
+    payload = b"".join(struct.pack("<I", len(t.encode())) + t.encode() for t in texts)
+    out = subprocess.run([str(TOKENIZE), str(model_file), str(max_tokens)], input=payload,
+                         capture_output=True, check=True).stdout.decode().splitlines()
+    assert len(out) == len(texts)
+    parsed = []
+    for line in out:
+        if line.startswith("ERROR"):
+            parsed.append(line)
+            continue
+        count, truncated, *pieces = line.split(" ")
+        parsed.append((int(count), truncated == "1",
+                       [tuple(int(v) for v in p.split(":")) for p in pieces]))
+    return parsed
+
+
+@pytest.mark.parametrize("corpus,model", [("wordnet", WORDNET[0]), ("spam", SPAM)])
+def test_tokenizer_ids_and_offsets_equal_pythons(corpus, model, tmp_path, request):
+    splits = request.getfixturevalue(corpus)
+    tok, meta = tokenizer_of(model)
+    model_file = tmp_path / "tokenizer.model"
+    model_file.write_bytes(tok.model_bytes)
+    texts = list(splits.test_texts) + SPECIAL
+    limit = 1 << 20  # no truncation here: every piece compared
+    got = server_tokens(model_file, texts, limit, tmp_path)
+    for text, served in zip(texts, got):
+        want = tok.encode_with_offsets(text)
+        if not want:
+            assert served.startswith("ERROR INVALID_ARGUMENT"), (text, served)
+            continue
+        assert served[0] == len(want) and not served[1]
+        assert served[2] == [(i, b, e) for i, _, b, e in want], text[:80]
+
+
+def as_array(t):
+    return np.frombuffer(t.data, dtype="<f4").reshape(tuple(t.shape))
+
+
+def python_logits(module, tok, meta, texts):
+    """Each text alone (no padding) through the shipped TorchScript model."""
+    out = []
+    limit = meta["text"]["max_tokens"]
+    with torch.no_grad():
+        for text in texts:
+            ids = torch.tensor([tok.encode(text)[:limit]], dtype=torch.int64)
+            out.append(module(ids, torch.ones_like(ids, dtype=torch.bool))["logits"][0].numpy())
+    return np.stack(out)
+
+
+def kserve_texts(kv, model, texts, outputs=("logits",), parameters=None):
+    req = kv.ModelInferRequest(model_name=model)
+    req.inputs.add(name="text", datatype="BYTES", shape=[len(texts)])
+    for o in outputs:
+        req.outputs.add(name=o)
+    for k, v in (parameters or {}).items():
+        req.parameters[k].string_param = v
+    req.raw_input_contents.append(
+        b"".join(struct.pack("<I", len(t.encode())) + t.encode() for t in texts))
+    return req
+
+
+def output(resp, name):
+    i = [o.name for o in resp.outputs].index(name)
+    return np.frombuffer(resp.raw_output_contents[i], dtype="<f4").reshape(
+        tuple(resp.outputs[i].shape))
+
+
+def test_mixed_length_batches_equal_each_text_alone(server, stubs, wordnet, spam):
+    kv, kstub, v1, stub = stubs
+    for model, splits, count in [(m, wordnet, 48) for m in WORDNET] + [(SPAM, spam, 24)]:
+        tok, meta = tokenizer_of(model)
+        texts = list(splits.test_texts[:count])
+        lengths = {len(tok.encode(t)) for t in texts}
+        assert len(lengths) > 5, "the texts must differ in length"
+        want = python_logits(load(model), tok, meta, texts)
+        # KServe: calls of max_batch_size texts (gathered into padded calls per bucket).
+        size = meta["max_batch_size"]
+        got = np.concatenate([
+            output(kstub.ModelInfer(kserve_texts(kv, model, texts[at:at + size]), timeout=120),
+                   "logits") for at in range(0, len(texts), size)])
+        assert np.abs(got - want).max() <= 1e-5, model
+        # gatescope.v1: concurrent calls, batched by the dynamic batcher.
+        before = metric_value(server, "gatescope_executions_total", model=model) or 0
+
+        def predict(text):
+            return stub.Predict(v1.PredictRequest(model_name=model, text=text.encode(), top_k=2),
+                                timeout=120)
+
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            replies = list(pool.map(predict, texts))
+        probs = torch.from_numpy(want).softmax(-1).numpy()
+        for i, r in enumerate(replies):
+            assert r.classes[0].index == int(probs[i].argmax())
+            assert abs(r.classes[0].probability - float(probs[i].max())) <= 1e-5
+            assert r.classes[0].label == meta["labels"][r.classes[0].index]
+            assert r.text.token_count == len(tok.encode(texts[i]))
+        after = metric_value(server, "gatescope_executions_total", model=model)
+        assert after - before < len(texts), "concurrent texts must have shared model calls"
+
+
+def test_kserve_labels_through_the_classification_extension(stubs, wordnet):
+    kv, kstub, _, _ = stubs
+    texts = list(wordnet.test_texts[:3])
+    req = kserve_texts(kv, WORDNET[0], texts, outputs=())
+    req.outputs.add(name="logits").parameters["classification"].int64_param = 2
+    resp = kstub.ModelInfer(req, timeout=60)
+    tok, meta = tokenizer_of(WORDNET[0])
+    want = python_logits(load(WORDNET[0]), tok, meta, texts)
+    i = [o.name for o in resp.outputs].index("logits")
+    assert resp.outputs[i].datatype == "BYTES" and list(resp.outputs[i].shape) == [3, 2]
+    raw = resp.raw_output_contents[i]
+    entries, at = [], 0
+    while at < len(raw):
+        (n,) = struct.unpack_from("<I", raw, at)
+        entries.append(raw[at + 4:at + 4 + n].decode())
+        at += 4 + n
+    for row in range(3):
+        score, index, label = entries[2 * row].split(":", 2)
+        assert int(index) == int(want[row].argmax()) and label == meta["labels"][int(index)]
+
+
+def test_explanations_equal_the_python_reference(stubs, wordnet):
+    _, _, v1, stub = stubs
+    text = wordnet.test_texts[7]
+    for model in WORDNET:
+        tok, meta = tokenizer_of(model)
+        dgt = "gate" in meta["maps"]
+        resp = stub.Explain(v1.ExplainRequest(model_name=model, text=text.encode(), rollout=True,
+                                              gates=dgt, attention_layers=[1],
+                                              attention_queries=[0, 2]), timeout=60)
+        pieces = tok.encode_with_offsets(text)
+        assert [(t.id, t.piece, t.begin, t.end) for t in resp.text.tokens] == pieces
+        ids = torch.tensor([[p[0] for p in pieces]], dtype=torch.int64)
+        with torch.no_grad():
+            maps = load(model).explain(ids)
+        n = len(pieces)
+        want = ref.rollout([m[0] for m in maps["attention"]])[0, 1:].numpy()
+        assert as_array(resp.rollout).shape == (n,)
+        assert np.abs(as_array(resp.rollout) - want).max() <= 1e-5, model
+        assert as_array(resp.attention[0]).shape == (meta["heads"], 2, n + 1)
+        assert np.abs(as_array(resp.attention[0]) - maps["attention"][1][0][:, [0, 2]].numpy()).max() <= 1e-5
+        if dgt:
+            assert len(resp.gates) == meta["layers"]
+            for layer, g in enumerate(resp.gates):
+                assert np.abs(as_array(g) - maps["gate"][layer][0][:, 1:].numpy()).max() <= 1e-5
+        else:
+            assert not resp.gates
+        assert resp.classes[0].index == int(maps["logits"][0][0].argmax())
+
+
+def test_overlong_text_is_truncated_as_the_metadata_says(stubs, spam):
+    _, _, v1, stub = stubs
+    tok, meta = tokenizer_of(SPAM)
+    limit = meta["text"]["max_tokens"]
+    assert meta["text"]["overflow"] == "truncate"
+    fits = [t for t in spam.test_texts if len(t.encode()) <= meta["text"]["max_text_bytes"]]
+    text = max(fits, key=len)
+    count = len(tok.encode(text))
+    assert count > limit
+    r = stub.Predict(v1.PredictRequest(model_name=SPAM, text=text.encode()), timeout=60)
+    assert r.text.truncated and r.text.token_count == count
+    want = python_logits(load(SPAM), tok, meta, [text])[0]
+    assert abs(r.classes[0].probability - float(torch.from_numpy(want).softmax(-1).max())) <= 1e-5
+
+
+def test_bad_text_is_refused_and_the_server_keeps_serving(stubs):
+    kv, kstub, v1, stub = stubs
+    model = WORDNET[0]
+    bad = [b"", b"ok \xff\xfe", b"\xed\xa0\x80", b"a" * 70_000, b"   \n\t "]
+    for text in bad:
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Predict(v1.PredictRequest(model_name=model, text=text), timeout=30)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, text[:20]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Predict(v1.PredictRequest(model_name=model, image=b"\x89PNG"), timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    req = kv.ModelInferRequest(model_name=model)
+    req.inputs.add(name="text", datatype="BYTES", shape=[2])
+    req.raw_input_contents.append(struct.pack("<I", 2) + b"ok" + struct.pack("<I", 2) + b"\xc0\x80")
+    with pytest.raises(grpc.RpcError) as err:
+        kstub.ModelInfer(req, timeout=30)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "text 1" in err.value.details()
+    r = stub.Predict(v1.PredictRequest(model_name=model, text="a small domesticated feline".encode()),
+                     timeout=30)
+    assert r.classes and r.text.token_count > 0
