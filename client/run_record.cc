@@ -11,6 +11,7 @@
 
 #include "absl/time/clock.h"
 #include "client/file_io.h"
+#include "client/text_view.h"
 
 namespace gatescope::client {
 namespace {
@@ -72,19 +73,7 @@ std::string FileUrl(const std::string& path) {
   return url;
 }
 
-std::string Html(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string Html(const std::string& text) { return HtmlEscape(text); }
 
 // A short description of a line for its heading: the top label and score, the
 // detections, or the error.
