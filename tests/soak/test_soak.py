@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+from gatescope.export.archive import read_metadata
+
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
@@ -28,6 +30,14 @@ def shipped_models():
                   if p.is_dir() and (p / "1" / "model.pt").exists())
 
 
+def driven_models():
+    """The shipped models the soak sends traffic to: all but the text models, which it loads
+    but has no workload for yet (summary["setup"]["not_driven"])."""
+    return sorted(n for n in shipped_models()
+                  if read_metadata(REPO / "model_repository" / n / "1" / "model.pt")["task"]
+                  != "text_classification")
+
+
 def no_wrong_or_lost(phase):
     assert phase["wrong"] == 0, phase.get("examples")
     assert phase["lost"] == 0, phase.get("examples")
@@ -40,8 +50,8 @@ def test_every_bound_held(summary):
 
 def test_references_agree_with_the_python_models(summary):
     refs = summary["references"]
-    assert sorted(refs["models"]) == shipped_models() == summary["models"]
-    assert set(refs["python_mismatches"]) == set(shipped_models())
+    assert sorted(refs["models"]) == driven_models() == summary["models"]
+    assert set(refs["python_mismatches"]) == set(driven_models())
     assert all(n == 0 for n in refs["python_mismatches"].values()), refs["python_mismatches"]
 
 
@@ -53,7 +63,7 @@ def test_saturation_every_model_both_apis_all_correct(summary):
     assert sat["errors_total"] == 0, sat["errors"]
     assert sat["seconds"] >= 80
     assert sat["sent"] == sat["ok"] >= 3000  # measured 26,073 (2 loaded cores)
-    for model in shipped_models():
+    for model in driven_models():
         for api in ("v1", "kserve"):
             row = sat["per_model"][model][api]
             assert row["ok"] >= 5 and row["ok"] == row["sent"], (model, api, row)
