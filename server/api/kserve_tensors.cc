@@ -48,6 +48,18 @@ absl::Status ReadNumbers(const ModelInferRequest& request, KServeInput& in) {
 
 }  // namespace
 
+absl::Status CheckBytesBatch(const KServeInput& input) {
+  const auto& shape = input.shape;
+  if (!(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))) {
+    return InvalidInfer("BYTES input must have shape [B] or [B, 1]");
+  }
+  if (static_cast<int64_t>(input.elements.size()) != shape[0]) {
+    return InvalidInfer(absl::StrCat("BYTES input has ", input.elements.size(),
+                                     " elements, shape says ", shape[0]));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status InvalidInfer(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("ModelInfer: ", what));
 }

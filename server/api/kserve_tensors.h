@@ -37,6 +37,10 @@ absl::StatusOr<KServeInput> ReadSingleInput(const ::inference::ModelInferRequest
 // INVALID_ARGUMENT ("ModelInfer: ...").
 absl::Status InvalidInfer(absl::string_view what);
 
+// A BYTES input of one element per example: shape [B] or [B, 1] with B elements;
+// INVALID_ARGUMENT ("ModelInfer: ...") otherwise.
+absl::Status CheckBytesBatch(const KServeInput& input);
+
 // KServe's raw BYTES contents: each element prefixed by its little-endian uint32 length.
 // AppendBytesElement adds one element to `raw`; SplitRawBytes views the elements of `raw`
 // (which must outlive them), INVALID_ARGUMENT when truncated.

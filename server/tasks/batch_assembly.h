@@ -20,6 +20,14 @@ struct GatheredBatch {
   ModelInputs inputs;
 };
 
+// Row `position` of every output (the batch dim removed): the scatter of tasks whose
+// outputs lead with the batch dimension.
+inline NamedTensors RowOf(const NamedTensors& outputs, int64_t position) {
+  NamedTensors one;
+  for (const auto& [name, tensor] : outputs) one.emplace(name, tensor[position]);
+  return one;
+}
+
 class BatchAssembly {
  public:
   virtual ~BatchAssembly() = default;

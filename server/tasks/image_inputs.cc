@@ -58,14 +58,7 @@ int64_t Product(const std::vector<int64_t>& v, size_t from) {
 
 absl::StatusOr<std::vector<ImageInput>> EncodedImages(const KServeInput& in,
                                                       const InputSpec& spec) {
-  const auto& shape = in.shape;
-  if (!(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))) {
-    return InvalidInfer("BYTES input must have shape [B] or [B, 1]");
-  }
-  if (static_cast<int64_t>(in.elements.size()) != shape[0]) {
-    return InvalidInfer(absl::StrCat("BYTES input has ", in.elements.size(),
-                                     " elements, shape says ", shape[0]));
-  }
+  if (absl::Status st = CheckBytesBatch(in); !st.ok()) return st;
   std::vector<ImageInput> makers;
   for (std::string_view item : in.elements) {
     makers.push_back(EncodedImage(

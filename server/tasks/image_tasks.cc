@@ -144,9 +144,7 @@ absl::StatusOr<std::vector<GatheredBatch>> ImageTask::Gather(
 
 absl::StatusOr<NamedTensors> ImageTask::Scatter(const NamedTensors& outputs, int64_t position,
                                                 const at::Tensor&) const {
-  NamedTensors one;
-  for (const auto& [name, tensor] : outputs) one.emplace(name, tensor[position]);
-  return one;
+  return RowOf(outputs, position);
 }
 
 }  // namespace gatescope

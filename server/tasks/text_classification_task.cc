@@ -59,6 +59,19 @@ void FillTextInput(const TokenizedText& text, bool with_pieces, v1::TextInput* o
   }
 }
 
+// Where a job's explanation collector is left for its writer, once the pieces are known.
+using CollectorSlot = std::shared_ptr<std::shared_ptr<MapCollector>>;
+
+// `make`, also leaving what it made in `slot`.
+TextJob::CollectorFor Remembering(TextJob::CollectorFor make, CollectorSlot slot) {
+  return [make = std::move(make), slot](const TokenizedText& t)
+             -> absl::StatusOr<std::shared_ptr<MapCollector>> {
+    auto made = make(t);
+    if (made.ok()) *slot = *made;
+    return made;
+  };
+}
+
 class TextClassificationTask final : public Task {
  public:
   TextClassificationTask(ModelConfig config, TaskOptions options,
@@ -96,13 +109,7 @@ class TextClassificationTask final : public Task {
     const ExplainOptions options = ExplainOptionsOf(request);
     auto collector_for = Explanation(options);
     if (!collector_for.ok()) return collector_for.status();
-    auto collector = std::make_shared<std::shared_ptr<MapCollector>>();
-    auto make = [collector, f = *collector_for](const TokenizedText& t)
-        -> absl::StatusOr<std::shared_ptr<MapCollector>> {
-      auto made = f(t);
-      if (made.ok()) *collector = *made;
-      return made;
-    };
+    auto collector = std::make_shared<CollectorSlot::element_type>();
     auto write = [this, response, k = *k, collector](const NamedTensors& outputs,
                                                       const TokenizedText& t) -> absl::Status {
       if (absl::Status st = FillClasses(config_, outputs, k, response); !st.ok()) return st;
@@ -115,7 +122,8 @@ class TextClassificationTask final : public Task {
       return absl::OkStatus();
     };
     return std::unique_ptr<InferenceJob>(std::make_unique<TextJob>(
-        *text, tokenizer_, std::move(write), std::move(done), TextJob::CollectorFor(make)));
+        *text, tokenizer_, std::move(write), std::move(done),
+        Remembering(*std::move(collector_for), collector)));
   }
 
   absl::StatusOr<std::vector<std::unique_ptr<InferenceJob>>> Infer(
@@ -153,16 +161,9 @@ class TextClassificationTask final : public Task {
     results->Expect(texts->size());
     std::vector<std::unique_ptr<InferenceJob>> jobs;
     for (size_t i = 0; i < texts->size(); ++i) {
-      auto collector = std::make_shared<std::shared_ptr<MapCollector>>();
+      auto collector = std::make_shared<CollectorSlot::element_type>();
       std::optional<TextJob::CollectorFor> make;
-      if (per_text) {
-        make = [collector, f = *per_text](const TokenizedText& t)
-            -> absl::StatusOr<std::shared_ptr<MapCollector>> {
-          auto made = f(t);
-          if (made.ok()) *collector = *made;
-          return made;
-        };
-      }
+      if (per_text) make = Remembering(*per_text, collector);
       auto write = [results, i, collector](const NamedTensors& outputs,
                                            const TokenizedText&) -> absl::Status {
         NamedTensors all = outputs;
@@ -201,9 +202,7 @@ class TextClassificationTask final : public Task {
 
   absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
                                        const at::Tensor&) const override {
-    NamedTensors one;
-    for (const auto& [name, tensor] : outputs) one.emplace(name, tensor[position]);
-    return one;
+    return RowOf(outputs, position);
   }
 
  private:
@@ -226,14 +225,8 @@ class TextClassificationTask final : public Task {
       return InvalidInfer(absl::StrCat("the model's input is BYTES (UTF-8 texts), not ",
                                        input.datatype));
     }
-    const auto& shape = input.shape;
-    if (!(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))) {
-      return InvalidInfer("BYTES input must have shape [B] or [B, 1]");
-    }
-    if (static_cast<int64_t>(input.elements.size()) != shape[0] || shape[0] == 0) {
-      return InvalidInfer(absl::StrCat("BYTES input has ", input.elements.size(),
-                                       " elements, shape says ", shape[0]));
-    }
+    if (absl::Status st = CheckBytesBatch(input); !st.ok()) return st;
+    if (input.elements.empty()) return InvalidInfer("empty batch");
     std::vector<std::string_view> texts;
     for (size_t i = 0; i < input.elements.size(); ++i) {
       if (absl::Status st = tokenizer_->CheckText(input.elements[i]); !st.ok()) {
