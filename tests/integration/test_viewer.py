@@ -3,8 +3,9 @@ chromium-driver through selenium, against the real server: the shown top label i
 Predict gives for the same image; maps render non-uniform pixels on colour bars whose numbers
 are the map's own range from Explain; layer and head switches redraw; a segmentation mask
 covers exactly the foreground pixels Explain counts; a query-pixel click re-explains;
-detections, their badges and sampling points are all drawn; compare mode shares one scale
-when asked; a token-protected server serves the page and takes the token typed into it; the
+detections, their badges and sampling points are all drawn; typed text is read piece by
+piece, shaded with Explain's values, and a truncated text says so; compare mode shares one
+scale when asked; a token-protected server serves the page and takes the token typed into it; the
 browser logs no errors (a Content-Security-Policy violation would be one)."""
 import base64
 import json
@@ -28,13 +29,15 @@ from server_harness import REPO, serve_shipped, start_server, stop_server
 
 CLASSIFIER, OTHER = "dgvit_fmnist", "vit_fmnist"
 SEGMENTER, DETECTOR = "pvt_gdla_colin27", "plug_detr_scenes"
+TEXT, OTHER_TEXT = "dgt_wordnet", "difftransformer_wordnet"
 TOKEN = "viewer-test-token-0123456789"
 WAIT_S = 30  # the longest wait for one analysis (a few tiny models on two CPU threads)
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    yield from serve_shipped(tmp_path_factory, [CLASSIFIER, OTHER, SEGMENTER, DETECTOR])
+    yield from serve_shipped(tmp_path_factory,
+                             [CLASSIFIER, OTHER, SEGMENTER, DETECTOR, TEXT, OTHER_TEXT])
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +128,36 @@ def analyse(driver, model, image, compare=None, drop=False):
     WebDriverWait(driver, WAIT_S).until(lambda d: finished_runs(d) > before)
     results = driver.find_element(By.ID, "results")
     assert results.get_attribute("data-state") == "done", results.text
+
+
+def analyse_text(driver, model, text, compare=None):
+    """As analyse, with `text` typed into the text box and Analyse pressed."""
+    Select(driver.find_element(By.ID, "model")).select_by_value(model)
+    box = driver.find_element(By.ID, "compare")
+    if box.is_selected() != (compare is not None):
+        box.click()
+    if compare:
+        Select(driver.find_element(By.ID, "model2")).select_by_value(compare)
+    WebDriverWait(driver, WAIT_S).until(
+        lambda d: d.find_element(By.ID, "results").get_attribute("data-state") != "running")
+    before = finished_runs(driver)
+    field = driver.find_element(By.ID, "text")
+    field.clear()
+    # send_keys types outside the Basic Multilingual Plane badly; set the value instead.
+    driver.execute_script("arguments[0].value = arguments[1]", field, text)
+    driver.find_element(By.ID, "analyse-text").click()
+    WebDriverWait(driver, WAIT_S).until(lambda d: finished_runs(d) > before)
+
+
+def pieces(driver, model, key):
+    """[(characters, value, background)] of the pieces in text tile `key` of `model`."""
+    return driver.execute_script("""
+        const [model, key] = arguments;
+        const spans = document.querySelectorAll(
+            `.panel[data-model="${model}"] .pieces[data-key="${key}"] .piece`);
+        return Array.from(spans, (s) => [s.textContent, +s.dataset.value,
+                                         getComputedStyle(s).backgroundColor]);
+    """, model, key)
 
 
 def panel(driver, model):
@@ -401,4 +434,91 @@ def test_scale_rules_and_a_near_flat_map(server, driver):
     assert out["stretched"] == {"diverging": False, "low": pytest.approx(0.2), "high": 0.5}
     assert out["fromZero"] == {"diverging": False, "low": 0, "high": 0.5}
     assert out["numbers"] == ["0", "0.0412", "-0.196", "4.3e-5", "1.23e+4"]
+    assert_no_browser_errors(driver)
+
+
+def test_text_pieces_shaded_by_explain(server, driver):
+    text = "a small caf\u00e9 where \U0001F600 people drink coffee, read and talk"
+    open_viewer(driver, server)
+    Select(driver.find_element(By.ID, "model")).select_by_value(TEXT)
+    assert driver.find_element(By.ID, "text-form").is_displayed()
+    assert not driver.find_element(By.ID, "drop").is_displayed()
+    analyse_text(driver, TEXT, text)
+    assert driver.find_element(By.ID, "results").get_attribute("data-state") == "done"
+    body = base64.b64encode(text.encode()).decode()
+    want = rest(server, f"/v2/models/{TEXT}/predict", {"text": body, "top_k": 5})
+    assert find(driver, TEXT, ".top-label").text == want["classes"][0]["label"]
+    scores = [float(t) for t in texts(driver, TEXT, ".topk .score")]
+    np.testing.assert_allclose(scores, [c["probability"] for c in want["classes"]], atol=6e-4)
+
+    explained = rest(server, f"/v2/models/{TEXT}/explain",
+                     {"text": body, "rollout": True, "gates": True})
+    tokens = explained["text"]["tokens"]
+    shown = pieces(driver, TEXT, "rollout")
+    # One span per piece, over the request's own characters (code point offsets), in order;
+    # the leading byte pieces of the characters spelled in bytes are empty marks.
+    assert len(shown) == len(tokens) and "".join(p[0] for p in shown) == text
+    assert [p[0] == "" for p in shown] == [t["begin"] == t["end"] for t in tokens]
+    assert sum(p[0] == "" for p in shown) >= 3  # the emoji's first three bytes at least
+    rollout = tensor(explained["rollout"])
+    np.testing.assert_allclose([p[1] for p in shown], rollout, rtol=1e-6)
+    assert shown[int(rollout.argmax())][2] == "rgb(253, 231, 37)"  # viridis' top
+    bar = colour_bar(driver, TEXT, "rollout")
+    assert bar["max"] == pytest.approx(float(rollout.max()), rel=1e-6)
+    assert bar["min"] == pytest.approx(float(rollout.min()), rel=1e-6)
+    assert (bar["low"], bar["diverging"]) == (0, False)
+    assert find(driver, TEXT, ".read").text == f"read all {len(tokens)} pieces"
+    assert want["classes"][0]["label"] in \
+        find(driver, TEXT, '.tile[data-key="rollout"] .headline').text
+
+    # Head 1 of layer 0: the gate pieces carry Explain's gate of that head.
+    Select(panel(driver, TEXT).find_element(By.NAME, "head")).select_by_value("1")
+    Select(panel(driver, TEXT).find_element(By.NAME, "layer")).select_by_value("0")
+    gate = tensor(explained["gates"][0])[1]
+    np.testing.assert_allclose([p[1] for p in pieces(driver, TEXT, "gates")], gate, rtol=1e-6)
+    assert find(driver, TEXT, '.tile[data-key="gates"] .detail').text == "layer 0 \u00B7 head 1"
+    attention = colour_bar(driver, TEXT, "attention")  # M-DGSA attention is signed
+    assert attention["diverging"] and attention["low"] == -attention["high"]
+    driver.save_screenshot("/tmp/viewer_text.png")
+
+    # A text longer than max_tokens: the pieces read, then the rest unshaded, and a note.
+    long_text = " ".join(["the tall old oak tree in the quiet park"] * 12)
+    analyse_text(driver, TEXT, long_text)
+    read = rest(server, f"/v2/models/{TEXT}/explain",
+                {"text": base64.b64encode(long_text.encode()).decode()})["text"]
+    assert read["truncated"] and len(read["tokens"]) == 64
+    shown = pieces(driver, TEXT, "rollout")
+    unread = find(driver, TEXT, '.pieces[data-key="rollout"] .unread').text
+    assert len(shown) == 64 and "".join(p[0] for p in shown) + unread == long_text
+    assert find(driver, TEXT, ".read").text.startswith(
+        f"read the first 64 of {read['token_count']} pieces")
+    driver.save_screenshot("/tmp/viewer_text_truncated.png")
+    assert_no_browser_errors(driver)
+
+
+def test_compare_two_text_models_and_refuse_an_image_model(server, driver):
+    text = "a tool used for cutting wood"
+    body = base64.b64encode(text.encode()).decode()
+    open_viewer(driver, server)
+    analyse_text(driver, TEXT, text, compare=OTHER_TEXT)
+    assert driver.find_element(By.ID, "results").get_attribute("data-state") == "done"
+    rollouts = {}
+    for model in (TEXT, OTHER_TEXT):
+        want = rest(server, f"/v2/models/{model}/predict", {"text": body, "top_k": 1})
+        assert find(driver, model, ".top-label").text == want["classes"][0]["label"]
+        rollouts[model] = tensor(rest(server, f"/v2/models/{model}/explain",
+                                      {"text": body, "rollout": True})["rollout"])
+    Select(driver.find_element(By.ID, "scale")).select_by_value("shared")
+    top = max(float(r.max()) for r in rollouts.values())
+    for model, r in rollouts.items():
+        bar = colour_bar(driver, model, "rollout")
+        assert bar["high"] == pytest.approx(top, rel=1e-6)
+        assert bar["max"] == pytest.approx(float(r.max()), rel=1e-6)
+    driver.save_screenshot("/tmp/viewer_text_compare.png")
+    Select(driver.find_element(By.ID, "scale")).select_by_value("tile")
+    # An image model beside a text model: its panel says what it reads.
+    analyse_text(driver, TEXT, text, compare=CLASSIFIER)
+    message = find(driver, CLASSIFIER, ".panel-error").text
+    assert message == "this model reads image, and the input is text"
+    assert driver.find_element(By.ID, "results").get_attribute("data-state") == "done"
     assert_no_browser_errors(driver)

@@ -3,29 +3,29 @@
 // gates, DAR resonance and vigilance, and PLuG gates; one layer and head at a time
 // (mean over heads by default).
 import * as api from "./api.js";
-import {el, range, selectControl} from "./dom.js";
-import {panelFrame, refetch} from "./panel.js";
+import {
+  TOP_K,
+  appendViewControls,
+  headName,
+  initialView,
+  pickHead,
+  topKList,
+} from "./classification.js";
+import {range} from "./dom.js";
+import {panelFrame} from "./panel.js";
 import {rangeOf, formatNumber} from "./scale.js";
-import {at, decodeTensor, meanOverFirst} from "./tensor.js";
+import {at, decodeTensor} from "./tensor.js";
 import {imageTile, mapTile} from "./tile.js";
-
-const SIGNED_MAPS = [
-  ["clamp", "clamp (drop negative weight)"],
-  ["abs", "abs"],
-  ["raw", "raw (signed)"],
-];
-const TOP_K = 5;
 
 export async function openClassifier(model, image, changed) {
   const cfg = model.config;
   const maps = new Set(cfg.maps || []);
   const layers = cfg.layers || 0;
-  const heads = cfg.heads || 0;
   const [gh, gw] = cfg.token_grid || [0, 0];
   const first = cfg.cls_token ? 1 : 0; // patch tokens follow the class token
   // M-DGSA (g A+ - (1-g) A-) and differential attention (A1 - lambda A2) are signed.
   const signedAttention = maps.has("gate") || /diff/.test(cfg.arch || "");
-  const state = {layer: Math.max(0, layers - 1), head: "mean", signedMaps: "clamp"};
+  const state = initialView(cfg);
   const frame = panelFrame(model);
   let found = {}; // the decoded maps of the last Explain answer
 
@@ -59,58 +59,11 @@ export async function openClassifier(model, image, changed) {
   ]);
   const classes = predicted.classes || [];
 
-  // Summary: the top-k classes with bars.
-  const list = el("ol", {className: "topk"});
-  classes.forEach((c, i) => {
-    const bar = el("span", {className: "bar"});
-    bar.style.width = `${Math.max(0, Math.min(1, c.probability)) * 100}%`;
-    list.append(
-      el(
-        "li",
-        {className: i === 0 ? "top" : ""},
-        el("span", {className: i === 0 ? "label top-label" : "label", text: c.label}),
-        el("span", {className: "track"}, bar),
-        el("span", {className: "score", text: c.probability.toFixed(3)}),
-      ),
-    );
-  });
-  frame.summary.append(list);
-
-  // Controls.
-  const headOptions = [["mean", "mean of heads"], ...range(heads).map((h) => [h, `head ${h}`])];
-  const control = (label, options, key, explainAgain) =>
-    selectControl(
-      label,
-      options,
-      state[key],
-      async (value, select) => {
-        const previous = state[key];
-        state[key] = key === "signedMaps" || value === "mean" ? value : Number(value);
-        if (explainAgain) {
-          await refetch(frame, fetchMaps, () => {
-            state[key] = previous;
-            select.value = String(previous);
-          });
-        }
-        changed();
-      },
-      key,
-    );
-  if (layers > 0)
-    frame.controls.append(
-      control(
-        "Layer",
-        range(layers).map((l) => [l, `layer ${l}`]),
-        "layer",
-      ),
-    );
-  if (heads > 0) frame.controls.append(control("Head", headOptions, "head"));
-  frame.controls.append(control("Rollout, signed maps", SIGNED_MAPS, "signedMaps", true));
+  frame.summary.append(topKList(classes));
+  appendViewControls(frame, cfg, state, fetchMaps, changed);
   frame.setState("done");
 
-  const headName = () => (state.head === "mean" ? "mean of heads" : `head ${state.head}`);
-  // [H, ...] -> the chosen head's map or the mean.
-  const pick = (t) => (state.head === "mean" ? meanOverFirst(t) : at(t, [state.head]));
+  const pick = (t) => pickHead(state, t);
   // A [1, N] or [N] token row -> its patch tokens.
   const patches = (row) => row.data.subarray(first, first + gh * gw);
   const spec = (key, kind, title, detail, values, signed) => ({
@@ -147,7 +100,7 @@ export async function openClassifier(model, image, changed) {
           "attention",
           "attention",
           "Class-token attention",
-          `layer ${l} \u00B7 ${headName()}`,
+          `layer ${l} \u00B7 ${headName(state)}`,
           patches(pick(found.attention[l])),
           signedAttention,
         ),
@@ -159,7 +112,7 @@ export async function openClassifier(model, image, changed) {
           "gates",
           "gate",
           "M-DGSA gate",
-          `layer ${l} \u00B7 ${headName()}`,
+          `layer ${l} \u00B7 ${headName(state)}`,
           pick(found.gates[l]).data,
           false,
         ),
@@ -171,7 +124,7 @@ export async function openClassifier(model, image, changed) {
           "resonance",
           "resonance",
           "DAR resonance",
-          `layer ${l} \u00B7 ${headName()}`,
+          `layer ${l} \u00B7 ${headName(state)}`,
           pick(found.resonance[l]).data,
           false,
         ),

@@ -1,5 +1,6 @@
-// The viewer page: picks models, takes an image (file picker or drop), opens one panel per
-// model (two in compare mode) and draws every panel's maps on per-tile or shared scales.
+// The viewer page: picks models, takes an image (file picker or drop) for image models or
+// typed text for text models, opens one panel per model (two in compare mode) and draws
+// every panel's maps on per-tile or shared scales.
 // The results element's data-state says "idle", "running", "done" or "error", and its
 // data-run counts the analyses finished (for people and tests to wait on).
 import * as api from "./api.js";
@@ -10,11 +11,14 @@ import {errorPanel} from "./panel.js";
 import {rangeOf, scaleFor, unionOf} from "./scale.js";
 import {openSegmenter} from "./segmenter.js";
 import {base64FromBytes} from "./tensor.js";
+import {openTextClassifier} from "./text.js";
 
+// By task: what the model reads and the panel that shows it.
 const OPENERS = {
-  image_classification: openClassifier,
-  image_segmentation: openSegmenter,
-  object_detection: openDetector,
+  image_classification: {input: "image", open: openClassifier},
+  image_segmentation: {input: "image", open: openSegmenter},
+  object_detection: {input: "image", open: openDetector},
+  text_classification: {input: "text", open: openTextClassifier},
 };
 
 const $ = (id) => document.getElementById(id);
@@ -28,11 +32,14 @@ const ui = {
   token: $("token"),
   file: $("file"),
   drop: $("drop"),
+  textForm: $("text-form"),
+  text: $("text"),
   preview: $("preview"),
   status: $("status"),
   results: $("results"),
 };
-const state = {models: [], image: null, panels: [], run: 0};
+// inputs: the last image and the last text given, each kept while the other is used.
+const state = {models: [], inputs: {image: null, text: null}, panels: [], run: 0};
 
 function setStatus(text, isError = false) {
   ui.status.textContent = text;
@@ -40,6 +47,24 @@ function setStatus(text, isError = false) {
 }
 
 const modelNamed = (name) => state.models.find((m) => m.name === name);
+const inputOf = (model) => OPENERS[model.config.task].input;
+
+// Shows the input the first model reads: the image drop zone or the text box.
+function showInput() {
+  const model = modelNamed(ui.model.value);
+  const kind = model ? inputOf(model) : "image";
+  ui.drop.hidden = kind !== "image";
+  ui.preview.hidden = kind !== "image" || !state.inputs.image;
+  ui.textForm.hidden = kind !== "text";
+}
+
+function askForInput(kind) {
+  setStatus(
+    kind === "text"
+      ? "type or paste text and press Analyse (Ctrl+Enter)"
+      : "choose or drop an image",
+  );
+}
 
 function fillModelSelect(select, keep) {
   select.replaceChildren(
@@ -62,6 +87,7 @@ async function loadModels() {
     );
     fillModelSelect(ui.model);
     fillModelSelect(ui.model2);
+    showInput();
     return;
   }
   const first = sessionStorage.getItem("gatescope.model") || "";
@@ -76,9 +102,11 @@ async function loadModels() {
       state.models.find((m) => m.name !== ui.model.value);
     ui.model2.value = other.name;
   }
+  showInput();
   setStatus(
     state.models.length
-      ? `${state.models.length} models ready \u2014 choose or drop an image`
+      ? `${state.models.length} models ready \u2014 choose or drop an image, or pick a ` +
+          "text model and type text"
       : "no ready models",
     state.models.length === 0,
   );
@@ -98,7 +126,8 @@ async function takeFile(file) {
   if (ui.preview.src) URL.revokeObjectURL(ui.preview.src);
   ui.preview.src = URL.createObjectURL(file);
   ui.preview.hidden = false;
-  state.image = {
+  state.inputs.image = {
+    kind: "image",
     name: file.name,
     base64: base64FromBytes(bytes),
     bitmap,
@@ -108,21 +137,55 @@ async function takeFile(file) {
   analyse();
 }
 
-// Opens the panels of the chosen model(s) for the current image.
+// The text in the box as an input; null (and a status) when it is empty.
+function takeText() {
+  const text = ui.text.value;
+  if (text.trim() === "") {
+    setStatus("the text is empty", true);
+    return;
+  }
+  state.inputs.text = {
+    kind: "text",
+    text,
+    base64: base64FromBytes(new TextEncoder().encode(text)),
+    codePoints: Array.from(text), // the server's piece offsets count code points
+  };
+  analyse();
+}
+
+const describe = (input) =>
+  input.kind === "text"
+    ? `text (${input.codePoints.length} characters)`
+    : `${input.name} (${input.width}\u00D7${input.height})`;
+
+// Opens the panels of the chosen model(s) for the input the first one reads. A second
+// model that reads another kind of input gets a panel saying so.
 async function analyse() {
-  if (!state.image || state.models.length === 0) return;
+  showInput();
+  const first = modelNamed(ui.model.value);
+  if (!first) return;
+  const kind = inputOf(first);
+  const input = state.inputs[kind];
+  if (!input) {
+    askForInput(kind);
+    return;
+  }
   const run = ++state.run;
   const names = [ui.model.value];
   if (ui.compare.checked && modelNamed(ui.model2.value)) names.push(ui.model2.value);
   ui.results.dataset.state = "running";
   ui.results.classList.toggle("compare", names.length > 1);
-  const what = `${state.image.name} (${state.image.width}\u00D7${state.image.height})`;
+  const what = describe(input);
   setStatus(`${what}: running ${names.join(" and ")}\u2026`);
   const panels = await Promise.all(
     names.map(async (name) => {
       const model = modelNamed(name);
+      const opener = OPENERS[model.config.task];
+      if (opener.input !== kind) {
+        return errorPanel(model, `this model reads ${opener.input}, and the input is ${kind}`);
+      }
       try {
-        return await OPENERS[model.config.task](model, state.image, render);
+        return await opener.open(model, input, render);
       } catch (e) {
         return errorPanel(model, e.message);
       }
@@ -199,6 +262,16 @@ function wire() {
   ui.stretch.addEventListener("change", render);
   ui.opacity.addEventListener("input", setOpacity);
   ui.file.addEventListener("change", () => takeFile(ui.file.files[0]));
+  ui.textForm.addEventListener("submit", (event) => {
+    event.preventDefault(); // the text is analysed here; nothing is submitted
+    takeText();
+  });
+  ui.text.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      takeText();
+    }
+  });
   for (const type of ["dragenter", "dragover"]) {
     ui.drop.addEventListener(type, (event) => {
       event.preventDefault();

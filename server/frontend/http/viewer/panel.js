@@ -7,6 +7,7 @@ const TASK_NAMES = {
   image_classification: "image classification",
   image_segmentation: "segmentation",
   object_detection: "object detection",
+  text_classification: "text classification",
 };
 
 export function taskName(task) {

@@ -179,13 +179,70 @@ export function mapTile(spec, scale, ctx) {
     );
   }
   body.append(pic.stack, colourBar(scale, range, pic.size.height, spec.kind));
+  foot.append(rangeLine(range));
+  return root;
+}
+
+// The line under a map: its own range, whether it is near-flat, and how many values are
+// not finite.
+function rangeLine(range) {
+  const flat = isNearFlat(range);
   let text =
     range.finite > 0
       ? `values ${formatNumber(range.min)} \u2026 ${formatNumber(range.max)}`
       : "no finite values";
   if (flat) text += ` (near-flat: spread ${formatNumber(range.max - range.min)})`;
   if (range.nonFinite > 0) text += `, ${range.nonFinite} not finite (grey)`;
-  foot.append(el("div", {className: flat ? "range flat" : "range", text}));
+  return el("div", {className: flat ? "range flat" : "range", text});
+}
+
+// The height of a text tile's colour bar, in CSS pixels.
+const TEXT_BAR_HEIGHT = 80;
+
+// A text map tile: the text as the model read it, each piece shaded by its value on
+// `scale`, with the colour bar beside it. The spec is a map spec whose values run over
+// `spec.pieces` ([{text, piece, id}]: the characters of the request a piece came from (may
+// be none), the piece and its vocabulary id) and whose `unread` is the text past the model's last piece
+// (drawn unshaded). ctx: {headline}.
+export function textTile(spec, scale, ctx) {
+  const range = spec.range || rangeOf(spec.values);
+  const {root, body, foot} = frame(spec.title, spec.detail, spec.kind, ctx.headline);
+  root.dataset.key = spec.key;
+  root.classList.add("text-tile");
+  const table = tableFor(scale);
+  const shaded = el("p", {className: "pieces", dataset: {kind: spec.kind, key: spec.key}});
+  spec.pieces.forEach((p, i) => {
+    const v = spec.values[i];
+    // A piece that covers no characters (the leading bytes of a character spelled in byte
+    // pieces, or one the tokenizer inserted) is a narrow coloured mark.
+    const span = el("span", {
+      className: p.text ? "piece" : "piece empty",
+      text: p.text,
+      title: `${p.piece} (id ${p.id}): ${formatNumber(v)}`,
+      dataset: {index: i, value: v},
+    });
+    let rgb = NON_FINITE_RGB;
+    if (Number.isFinite(v)) {
+      const k = Math.round(positionOn(v, scale) * 255) * 3;
+      rgb = [table[k], table[k + 1], table[k + 2]];
+    }
+    span.style.backgroundColor = `rgb(${rgb[0]}, ${rgb[1]}, ${rgb[2]})`;
+    // Dark ink on light colours, light ink on dark ones (relative luminance).
+    const light = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140;
+    span.classList.add(light ? "on-light" : "on-dark");
+    shaded.append(span);
+  });
+  if (spec.unread) shaded.append(el("span", {className: "unread", text: spec.unread}));
+  body.append(shaded, colourBar(scale, range, TEXT_BAR_HEIGHT, spec.kind));
+  foot.append(rangeLine(range));
+  if (isNearFlat(range)) {
+    foot.append(
+      el("div", {
+        className: "range flat",
+        text: `near-flat: all \u2248 ${formatNumber((range.min + range.max) / 2)}`,
+      }),
+    );
+  }
   return root;
 }
 
