@@ -5,15 +5,17 @@
 //       [--token-file FILE]
 //       [--concurrency N | --concurrency-range A:B:S] [--request-rate R]
 //       [--warmup-ms 2000] [--window-ms 2000] [--stability 0.1] [--max-windows 10]
-//       [--timeout-ms 30000] [--format json|csv] INPUT...
+//       [--timeout-ms 30000] [--format json|csv] [--inputs auto|image|text] INPUT...
 //
 // Concurrency mode keeps N requests in flight (N threads, each sending its next request
 // when the last one returns). Request-rate mode sends R requests/s on a fixed schedule
 // (open loop, spread over --concurrency threads). After a warm-up, measurement windows
 // repeat until the last three agree within ±stability on throughput and average latency
 // (or --max-windows is reached); those three windows are reported together.
-// INPUT files are encoded images sent in turn: as gatescope.v1 Predict images, or as
-// KServe v2 ModelInfer BYTES tensors of one element. The server-side split (average queue
+// INPUT files are sent in turn: encoded images (gatescope.v1 Predict image, or KServe v2
+// ModelInfer input "input", BYTES [1]) or, for text models, UTF-8 texts (Predict text, or
+// ModelInfer input "text", BYTES [1]). --inputs auto (the default) asks the server's
+// gatescope.v1 GetModelMetadata for the model's task. The server-side split (average queue
 // time per request and compute input/infer/output time per inference) comes from KServe
 // ModelStatistics taken before and after the measurement. Every call (load and statistics)
 // carries the bearer token of --token-file, over TLS when --tls-ca is given.
@@ -30,6 +32,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "client/cli_checks.h"
 #include "client/connection.h"
 #include "client/json_writer.h"
@@ -48,6 +51,7 @@ using client::JsonString;
 struct Options {
   std::string model;
   bool kserve = false;
+  bool text = false;  // inputs are texts (a text model), else encoded images
   int concurrency = 1;
   double request_rate = 0;  // 0: concurrency mode
   int warmup_ms = 2000, window_ms = 2000, max_windows = 10, timeout_ms = 30000;
@@ -106,24 +110,29 @@ class Sender {
         gatescope_(v1::Inference::NewStub(server.channel())),
         kserve_(inference::GRPCInferenceService::NewStub(server.channel())) {}
 
-  grpc::Status Send(const std::string& image) {
+  // `input`: an encoded image, or a text when opt.text.
+  grpc::Status Send(const std::string& input) {
     const std::unique_ptr<grpc::ClientContext> ctx = server_.NewContext(opt_.timeout_ms);
     if (!opt_.kserve) {
       v1::PredictRequest req;
       req.set_model_name(opt_.model);
-      req.set_image(image);
+      if (opt_.text) {
+        req.set_text(input);
+      } else {
+        req.set_image(input);
+      }
       v1::PredictResponse resp;
       return gatescope_->Predict(ctx.get(), req, &resp);
     }
     inference::ModelInferRequest req;
     req.set_model_name(opt_.model);
     auto* in = req.add_inputs();
-    in->set_name("input");
+    in->set_name(opt_.text ? "text" : "input");
     in->set_datatype("BYTES");
     in->add_shape(1);
-    const uint32_t len = static_cast<uint32_t>(image.size());
+    const uint32_t len = static_cast<uint32_t>(input.size());
     std::string raw(reinterpret_cast<const char*>(&len), 4);
-    raw += image;
+    raw += input;
     req.add_raw_input_contents(std::move(raw));
     inference::ModelInferResponse resp;
     return kserve_->ModelInfer(ctx.get(), req, &resp);
@@ -247,6 +256,7 @@ struct Flags {
   std::vector<int> levels;  // from --concurrency-range; empty: just --concurrency
   std::string api = "gatescope";
   std::string format = "json";
+  std::string input_kind = "auto";
   std::vector<std::string> inputs;
 };
 
@@ -296,7 +306,13 @@ void AddFlags(CLI::App& app, Flags& f) {
   }
   app.add_option("--format", f.format, "a JSON line or a CSV row per concurrency level")
       ->check(CLI::IsMember({"json", "csv"}));
-  app.add_option("INPUT", f.inputs, "encoded images, sent in turn")->required()->default_str("");
+  app.add_option("--inputs", f.input_kind,
+                 "what INPUT files are: encoded images, UTF-8 texts (text models), or auto: "
+                 "from the model's task (gatescope.v1 GetModelMetadata)")
+      ->check(CLI::IsMember({"auto", "image", "text"}));
+  app.add_option("INPUT", f.inputs, "encoded images or texts, sent in turn")
+      ->required()
+      ->default_str("");
 }
 
 // The contents of every input; nullopt (after a message on stderr) if one cannot be read.
@@ -315,6 +331,22 @@ std::optional<std::vector<std::string>> ReadInputs(const std::vector<std::string
   return inputs;
 }
 
+// Whether the model reads text, from its task (gatescope.v1 GetModelMetadata); the
+// failed call's status otherwise.
+absl::StatusOr<bool> ReadsText(const Options& opt, const Connection& server) {
+  auto stub = v1::Inference::NewStub(server.channel());
+  const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(10000);
+  v1::ModelMetadataRequest req;
+  req.set_model_name(opt.model);
+  v1::ModelMetadataResponse resp;
+  const grpc::Status st = stub->GetModelMetadata(ctx.get(), req, &resp);
+  if (!st.ok()) {
+    return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
+                        "model metadata of " + opt.model + ": " + st.error_message());
+  }
+  return resp.config().task() == "text_classification";
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"gatescope-perf: latency and throughput of a model under load", "gatescope-perf"};
   app.option_defaults()->always_capture_default();
@@ -327,6 +359,17 @@ int Main(int argc, char** argv) {
   if (!server.ok()) return client::UsageError(app, std::string(server.status().message()));
   Options& opt = f.opt;
   opt.kserve = f.api == "kserve";
+  if (f.input_kind == "auto") {
+    const absl::StatusOr<bool> text = ReadsText(opt, *server);
+    if (!text.ok()) {
+      std::cerr << "gatescope-perf: " << text.status().message()
+                << " (--inputs image|text skips this call)\n";
+      return 2;
+    }
+    opt.text = *text;
+  } else {
+    opt.text = f.input_kind == "text";
+  }
   if (f.levels.empty()) f.levels.push_back(opt.concurrency);
   const std::optional<std::vector<std::string>> inputs = ReadInputs(f.inputs);
   if (!inputs) return 2;

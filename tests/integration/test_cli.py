@@ -45,7 +45,7 @@ def test_perf_help_shows_defaults():
     for text in ["--server TEXT=127.0.0.1:8001", "--api", "=gatescope", "--concurrency",
                  "[1, 1024]=1", "--concurrency-range", "--request-rate", "--warmup-ms",
                  "=2000", "--window-ms", "--stability", "=0.1", "--max-windows", "[3, 1000]=10",
-                 "--timeout-ms", "=30000", "--format", "=json", "INPUT"]:
+                 "--timeout-ms", "=30000", "--format", "=json", "--inputs", "=auto", "INPUT"]:
         assert text in res.stdout, (text, res.stdout)
 
 

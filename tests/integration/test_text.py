@@ -3,7 +3,8 @@ tokenizer's ids and offsets on every held-out text and on unicode, emoji, empty 
 long texts; served logits equal the Python model's run one text at a time, for concurrent
 mixed-length traffic through both APIs; explanations over tokens equal the Python
 reference; truncation follows the model's metadata; bad text is refused and the server
-keeps serving."""
+keeps serving; gatescope-perf drives a text model with text files through both APIs."""
+import json
 import concurrent.futures
 import struct
 import subprocess
@@ -139,8 +140,13 @@ def test_mixed_length_batches_equal_each_text_alone(server, stubs, wordnet, spam
         lengths = {len(tok.encode(t)) for t in texts}
         assert len(lengths) > 5, "the texts must differ in length"
         want = python_logits(load(model), tok, meta, texts)
-        # KServe: calls of max_batch_size texts (gathered into padded calls per bucket).
-        size = meta["max_batch_size"]
+        # KServe: calls of max_batch_size texts (the served one, from the model's
+        # config.pbtxt; gathered into padded calls per bucket).
+        size = stub.GetModelMetadata(v1.ModelMetadataRequest(model_name=model),
+                                     timeout=30).config.max_batch_size
+        assert 1 < size <= meta["max_batch_size"], model
+        served = kstub.ModelConfig(kv.ModelConfigRequest(name=model), timeout=30).config
+        assert served.max_batch_size == size, model  # both APIs report what the server forms
         got = np.concatenate([
             output(kstub.ModelInfer(kserve_texts(kv, model, texts[at:at + size]), timeout=120),
                    "logits") for at in range(0, len(texts), size)])
@@ -250,3 +256,29 @@ def test_bad_text_is_refused_and_the_server_keeps_serving(stubs):
     r = stub.Predict(v1.PredictRequest(model_name=model, text="a small domesticated feline".encode()),
                      timeout=30)
     assert r.classes and r.text.token_count > 0
+
+
+@pytest.mark.parametrize("api", ["gatescope", "kserve"])
+def test_load_generator_sends_texts(server, wordnet, tmp_path, api):
+    files = []
+    for i, text in enumerate(wordnet.test_texts[:16]):
+        files.append(tmp_path / f"{i:02d}.txt")
+        files[-1].write_text(text, encoding="utf-8")
+    perf = [str(REPO / "build" / "client" / "gatescope-perf"), "--server", server.address,
+            "--model", "dgt_wordnet", "--api", api, "--concurrency", "4", "--warmup-ms", "200",
+            "--window-ms", "300", "--max-windows", "3"]
+    before = metric_value(server, "gatescope_requests_total", model="dgt_wordnet",
+                          code="OK", kind="predict") or 0
+    out = subprocess.run(perf + [str(f) for f in files], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout.splitlines()[-1])
+    assert row["ok"] > 0 and row["errors"] == {} and row["server_compute_infer_us"] > 0
+    after = metric_value(server, "gatescope_requests_total", model="dgt_wordnet", code="OK",
+                         kind="predict")
+    assert after - before >= row["ok"]
+    # The same files named images: every request is refused, and the exit status says so.
+    out = subprocess.run(perf + ["--inputs", "image", str(files[0])], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2
+    assert set(json.loads(out.stdout.splitlines()[-1])["errors"]) == {"INVALID_ARGUMENT"}
