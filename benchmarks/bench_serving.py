@@ -14,7 +14,10 @@ For every shipped model (or --models), in one run and on the same pinned cores:
    at saturation (unbatched: 8; dynamic: twice the batch size, at most 128), sending encoded
    PNGs a client would send: Fashion-MNIST test images (classifiers), held-out Colin27 slices
    (segmenters, 217 x 181, resized by the server to 224 x 192) or generated 128 x 128 scenes
-   (detectors).
+   (detectors); text models get 64 held-out texts of their corpus that all have the same
+   number of pieces, N (the length bucket, 16, 32, ..., of the held-out median, at most
+   max_tokens; at max_tokens, texts at least that long, which the server truncates to it),
+   so the server's calls have the shape the in-process forward is timed at (N pieces).
 
 Prints per model the in-process table, the four served rows, and the ratios the performance
 goals are stated in (docs/performance.md): unbatched at saturation / in-process batch 1,
@@ -46,13 +49,49 @@ def shipped_models():
                   if (d / "1" / "model.pt").exists())
 
 
-def in_process(model, cores, threads, seconds):
-    """The tuner's in-process measurement of `model` (one JSON object), pinned to `cores`."""
+def in_process(model, cores, threads, seconds, text_tokens=0):
+    """The tuner's in-process measurement of `model` (one JSON object), pinned to `cores`;
+    text models at `text_tokens` pieces per text."""
     cmd = ["taskset", "-c", cores, "/usr/bin/python3", str(ROOT / "scripts" / "gatescope_tune.py"),
            "--models", model, "--cores", cores, "--torch-threads", str(threads),
            "--seconds", str(seconds), "--p99-ms", "1000000", "--json"]
+    if text_tokens:
+        cmd += ["--text-tokens", str(text_tokens)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+TEXTS = 64
+
+
+def text_inputs(model, out_dir):
+    """(paths, N): TEXTS held-out texts of the model's corpus (the one whose classes are its
+    labels) that the model's tokenizer cuts into N pieces each (see the module docstring)."""
+    from gatescope.data import text_corpora
+    from gatescope.export.archive import read_extra_bytes, read_metadata
+    from gatescope.text_tokenizer import Tokenizer
+    path = ROOT / "model_repository" / model / "1" / "model.pt"
+    meta = read_metadata(path)
+    corpus = next(c for c in (text_corpora.load(name) for name in ("wordnet", "spam"))
+                  if list(c.class_names) == list(meta["labels"]))
+    tokenizer = Tokenizer.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"]))
+    texts = corpus.test_texts
+    counts = [len(tokenizer.encode(t)) for t in texts]
+    most = meta["text"]["max_tokens"]
+    median = sorted(counts)[len(counts) // 2]
+    n = 16
+    while n < median and n < most:
+        n *= 2
+    n = min(n, most)
+    chosen = [t for t, c in zip(texts, counts) if c == n or (n == most and c >= most)][:TEXTS]
+    if len(chosen) < TEXTS:
+        raise RuntimeError(f"{model}: only {len(chosen)} held-out texts of {n} pieces")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, text in enumerate(chosen):
+        paths.append(out_dir / f"{i:02d}.txt")
+        paths[-1].write_text(text, encoding="utf-8")
+    return [str(p) for p in paths], n
 
 
 def write_inputs(task, out_dir):
@@ -169,14 +208,20 @@ def main():
     models = args.models.split(",") if args.models else shipped_models()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_bench_"))
     print(f"Server on cores {args.server_cores}, gatescope-perf on cores {args.client_cores}, "
-          f"{args.threads} Torch thread(s), 1 instance; gRPC loopback, encoded PNG inputs")
+          f"{args.threads} Torch thread(s), 1 instance; gRPC loopback, encoded PNG inputs "
+          "(text models: UTF-8 texts)")
     summary = []
     try:
         for model in models:
-            measured = in_process(model, args.server_cores, args.threads, args.seconds)
-            model_max = max(s["batch"] for s in measured["measurements"])
             task = read_metadata(ROOT / "model_repository" / model / "1" / "model.pt")["task"]
-            inputs = write_inputs(task, tmp / model / "inputs")
+            tokens = 0
+            if task == "text_classification":
+                inputs, tokens = text_inputs(model, tmp / model / "inputs")
+                print(f"\n{model}: {len(inputs)} held-out texts of {tokens} pieces each")
+            else:
+                inputs = write_inputs(task, tmp / model / "inputs")
+            measured = in_process(model, args.server_cores, args.threads, args.seconds, tokens)
+            model_max = max(s["batch"] for s in measured["measurements"])
             # Unbatched: a copy of the model without its config.pbtxt, so nothing batches.
             bare = tmp / model / "bare"
             shutil.copytree(ROOT / "model_repository" / model, bare / model,

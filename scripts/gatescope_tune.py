@@ -4,7 +4,9 @@
 For each model (default: every model directory of the repository with a <version>/model.pt;
 its highest numeric version), the script times the TorchScript forward pass in-process at
 each batch size, on random inputs of the model's declared shape (`gatescope.json`; models
-with any_size take that shape too), under the server's allocator (it re-executes itself with
+with any_size take that shape too; text models: rows of --text-tokens random piece ids, by
+default the model's max_tokens, the longest call the server forms, every piece visible),
+under the server's allocator (it re-executes itself with
 jemalloc configured as server/allocator.cc configures it), pinned to --cores with
 --torch-threads Torch threads. Per batch size it records every forward's latency and reports
 per-image throughput and the p50 and p99 (nearest rank) of the forward latency.
@@ -34,7 +36,7 @@ top record the tool, date, machine, bound and the measured table.
 
 Usage: /usr/bin/python3 scripts/gatescope_tune.py [--models dgvit_fmnist,...]
        [--p99-ms 100] [--cores 0] [--torch-threads 1] [--seconds 1.0] [--batches 1,2,4]
-       [--write] [--json]
+       [--text-tokens N] [--write] [--json]
 """
 import argparse
 import datetime
@@ -126,28 +128,53 @@ def default_batches(max_batch_size):
     return out + ([max_batch_size] if out[-1] != max_batch_size else [])
 
 
-def measure(path, batches, seconds):
+def text_tokens(meta, asked):
+    """The piece count a text model is measured at: `asked`, else its max_tokens."""
+    most = meta["text"]["max_tokens"]
+    if asked and not 1 <= asked <= most:
+        sys.exit(f"{meta['name']}: --text-tokens {asked} outside [1, max_tokens {most}]")
+    return asked or most
+
+
+def example_inputs(path, meta, batch, tokens):
+    """Random forward arguments for one batch: an image batch of the declared shape, or for
+    text models `tokens` random piece ids per row (ids of the model's own vocabulary, never
+    its pad id) with the attention mask all visible, as the server pads a call whose texts
+    all have that many pieces."""
+    import torch
+    if meta["task"] != "text_classification":
+        return (torch.randn(batch, *meta["input"]["shape"]),)
+    from gatescope.export.archive import read_extra_bytes
+    from gatescope.text_tokenizer import Tokenizer
+    tokenizer = Tokenizer.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"]))
+    ids = torch.randint(meta["text"]["pad_id"] + 1, tokenizer.vocab_size, (batch, tokens))
+    return ids, torch.ones(batch, tokens, dtype=torch.bool)
+
+
+def measure(path, batches, seconds, tokens=0):
     """Times `path`'s forward at each batch size (None: default_batches of its own
-    max_batch_size, else 128). Returns (summaries, per-batch forward latencies in ms)."""
+    max_batch_size, else 128); text models at `tokens` pieces per row (0: max_tokens).
+    Returns (summaries, per-batch forward latencies in ms, the pieces per text row or None
+    for an image model)."""
     import torch
     files = {"gatescope.json": ""}
     model = torch.jit.load(str(path), _extra_files=files)
     model.eval()
     meta = json.loads(files["gatescope.json"])
-    shape = meta["input"]["shape"]
+    tokens = text_tokens(meta, tokens) if meta["task"] == "text_classification" else None
     batches = batches or default_batches(meta.get("max_batch_size") or 128)
     torch.manual_seed(0)
     summaries, latencies = [], {}
     with torch.inference_mode():
         for batch in batches:
-            x = torch.randn(batch, *shape)
+            x = example_inputs(path, meta, batch, tokens)
             for _ in range(WARMUP_CALLS):
-                model(x)
+                model(*x)
             times = []
             start = time.perf_counter()
             while len(times) < MIN_CALLS or time.perf_counter() - start < seconds:
                 t0 = time.perf_counter()
-                model(x)
+                model(*x)
                 times.append((time.perf_counter() - t0) * 1000)
             summaries.append({"batch": batch,
                               "images_per_s": batch * len(times) / (sum(times) / 1000),
@@ -155,7 +182,7 @@ def measure(path, batches, seconds):
                               "p99_ms": percentile(times, 0.99),
                               "forwards": len(times)})
             latencies[batch] = times
-    return summaries, latencies
+    return summaries, latencies, tokens
 
 
 def cpu_model():
@@ -192,11 +219,12 @@ def serving_config_class(out_dir):
     return importlib.import_module("gatescope.v1.model_config_pb2").ServingConfig
 
 
-def table_lines(summaries, choice_or_none):
-    """The measured table, marking choose()'s candidates and choice (none: no candidate)."""
+def table_lines(summaries, choice_or_none, unit="images"):
+    """The measured table, marking choose()'s candidates and choice (none: no candidate);
+    `unit`: what a batch row is (images, texts)."""
     chosen = choice_or_none and choice_or_none["max_batch_size"]
     candidates = choice_or_none["candidates"] if choice_or_none else []
-    lines = [f"{'batch':>6} {'images/s':>10} {'p50 ms':>9} {'p99 ms':>9}  candidate"]
+    lines = [f"{'batch':>6} {unit + '/s':>10} {'p50 ms':>9} {'p99 ms':>9}  candidate"]
     for m in summaries:
         fits = "yes" if m["batch"] in candidates else "no"
         lines.append(f"{m['batch']:>6} {m['images_per_s']:>10.1f} {m['p50_ms']:>9.3f} "
@@ -236,6 +264,8 @@ def main():
     p.add_argument("--seconds", type=float, default=1.0, help="timed seconds per batch size")
     p.add_argument("--batches", default="", help="comma-separated batch sizes (default: "
                    "powers of two up to the model's max_batch_size, and that size)")
+    p.add_argument("--text-tokens", type=int, default=0, help="text models: pieces per row "
+                   "(default: the model's max_tokens, the longest call the server forms)")
     p.add_argument("--write", action="store_true", help="write <model>/config.pbtxt")
     p.add_argument("--json", action="store_true", help="one JSON line per model")
     a = p.parse_args()
@@ -262,7 +292,9 @@ def main():
         path = model_file(repository, name)
         if path is None:
             sys.exit(f"{name}: no <version>/model.pt under {repository / name}")
-        summaries, latencies = measure(path, batches, a.seconds)
+        summaries, latencies, tokens = measure(path, batches, a.seconds, a.text_tokens)
+        unit = "texts" if tokens else "images"
+        inputs = f" (texts of {tokens} pieces)" if tokens else ""
         try:
             choice, error = choose(name, summaries, a.p99_ms), None
         except BoundMissed as e:
@@ -272,8 +304,9 @@ def main():
                   f"Machine: {machine}; jemalloc as the server configures it",
                   f"Bound: p99 {a.p99_ms:g} ms (rule: docs/performance.md, "
                   "\"Batching knobs from measurement\")",
-                  f"Measured {name} version {path.parent.name}, {a.seconds:g} s per batch size:",
-                  *table_lines(summaries, choice)]
+                  f"Measured {name} version {path.parent.name}{inputs}, {a.seconds:g} s per "
+                  "batch size:",
+                  *table_lines(summaries, choice, unit)]
         written = None
         if choice and a.write:
             written = repository / name / "config.pbtxt"
@@ -283,12 +316,14 @@ def main():
                 "model": name, "version": path.parent.name, "machine": cpu_model(),
                 "cores": sorted(cores), "torch_threads": a.torch_threads,
                 "p99_bound_ms": a.p99_ms, "seconds": a.seconds, "measurements": summaries,
+                "text_tokens": tokens,
                 "forward_ms": {str(b): [round(t, 4) for t in ts] for b, ts in latencies.items()},
                 "choice": choice, "error": error,
                 "config": str(written) if written else None}), flush=True)
         else:
-            print(f"{name} (version {path.parent.name}): p99 bound {a.p99_ms:g} ms; {machine}")
-            print("\n".join(table_lines(summaries, choice)))
+            print(f"{name} (version {path.parent.name}){inputs}: p99 bound {a.p99_ms:g} ms; "
+                  f"{machine}")
+            print("\n".join(table_lines(summaries, choice, unit)))
             if choice:
                 print(f"chosen: max_batch_size {choice['max_batch_size']}, "
                       f"preferred_batch_size {choice['preferred_batch_size']}, "

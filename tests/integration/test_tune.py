@@ -1,6 +1,7 @@
 """scripts/gatescope_tune.py: the batching choice on synthetic measurements; one real run on a
 copy of dgvit_fmnist whose written config.pbtxt the real server loads and reports over KServe
-ModelConfig; a bound no batch size meets."""
+ModelConfig; a text model timed at the asked number of pieces, and a piece count outside the
+model's max_tokens refused; a bound no batch size meets."""
 import importlib
 import importlib.util
 import json
@@ -138,6 +139,22 @@ def test_written_config_keeps_other_fields_and_the_server_serves_it(tmp_path):
     assert [(g.kind, g.count) for g in cfg.instance_group] == [(cpu, 2)]
 
 
+def test_a_text_model_is_timed_at_the_asked_piece_count(tmp_path):
+    repo = copy_model(tmp_path, "dgt_wordnet")
+    common = ("--repository", str(repo), "--batches", "1,2", "--seconds", "0.1")
+    out = run_tool(*common, "--text-tokens", "8", "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["text_tokens"] == 8 and report["error"] is None
+    assert [m["batch"] for m in report["measurements"]] == [1, 2]
+    out = run_tool(*common, "--write")  # by default at max_tokens, the longest call
+    assert out.returncode == 0, out.stderr
+    written = (repo / "dgt_wordnet" / "config.pbtxt").read_text()
+    assert "(texts of 64 pieces)" in written and "texts/s" in written
+    out = run_tool(*common, "--text-tokens", "65")
+    assert out.returncode != 0 and "outside [1, max_tokens 64]" in out.stderr
+
+
 def test_bound_no_batch_meets_exits_1_and_writes_nothing(tmp_path):
     repo = copy_model(tmp_path)
     out = run_tool("--repository", str(repo), "--batches", "1", "--seconds", "0.1",
@@ -156,9 +173,7 @@ def test_every_shipped_model_carries_a_tuned_config(tmp_path):
     for model_dir in sorted(d for d in (REPO / "model_repository").iterdir() if d.is_dir()):
         text = (model_dir / "config.pbtxt").read_text()
         if read_metadata(model_dir / "1" / "model.pt")["task"] == "text_classification":
-            # The tool makes image inputs only: text models ship their exporter's settings.
-            assert text.startswith("max_batch_size: 32\n"), model_dir.name
-            continue
+            assert re.search(r"^# Measured \S+ version \d+ \(texts of \d+ pieces\)", text, re.M)
         assert text.startswith("# Written by scripts/gatescope_tune.py"), model_dir.name
         assert "<- chosen" in text and "# Bound: p99" in text, model_dir.name
         config = text_format.Parse(text, config_class())
