@@ -2,7 +2,8 @@
 """Writes the monitoring reference (per-layer statistics over the model's held-out data)
 into the cards of the shipped models that export statistics: classifiers over the 10,000
 Fashion-MNIST test images, segmenters over the held-out Colin27 slices, detectors over the
-held-out scenes their training record names.
+held-out scenes their training record names, text models over the held-out texts of their
+corpus (the one whose classes are their labels).
 
 Usage: /usr/bin/python3 models/monitoring_reference.py [--repo model_repository] [MODEL ...]
 """
@@ -16,7 +17,11 @@ from gatescope import ops, paths
 from gatescope.export.archive import TRAINING_FILE, read_extra_file, read_metadata
 from gatescope.export.monitoring_reference import (classifier_inputs, detector_inputs,
                                                    section, segmenter_inputs, statistics,
-                                                   statistics_outputs, update_card)
+                                                   statistics_outputs, text_inputs,
+                                                   update_card)
+
+
+CORPUS_WORDS = {"wordnet": "WordNet noun glosses", "spam": "SpamAssassin e-mails"}
 
 
 def held_out(model_path):
@@ -36,6 +41,19 @@ def held_out(model_path):
         scenes = detection_scenes.make_scenes(spec["split"], spec["count"], spec["seed"])
         return (detector_inputs(image for image, _, _ in scenes),
                 f"the {spec['count']} held-out scenes (seed {spec['seed']}), each at its own size")
+    if meta["task"] == "text_classification":
+        from gatescope.data import text_corpora
+        from gatescope.export.archive import read_extra_bytes
+        from gatescope.text_tokenizer import Tokenizer
+        corpus = next(c for c in map(text_corpora.load, ("wordnet", "spam"))
+                      if list(c.class_names) == list(meta["labels"]))
+        tokenizer = Tokenizer.from_bytes(read_extra_bytes(model_path,
+                                                          meta["text"]["tokenizer_file"]))
+        # The server refuses a text without pieces; the reference leaves such texts out.
+        texts = [t for t in corpus.test_texts if tokenizer.encode(t)]
+        return (text_inputs(meta, tokenizer, texts),
+                f"the {len(texts):,} held-out {CORPUS_WORDS[corpus.name]} (first "
+                f"{meta['text']['max_tokens']} pieces of each, as the server reads them)")
     raise ValueError(f"{model_path}: no held-out data for task {meta['task']}")
 
 

@@ -34,3 +34,14 @@ for spec in "${CORPORA[@]}"; do
       --name "${arch}_${corpus}"
   done
 done
+
+# Then, as for the image models: batching knobs measured on this machine's core 0
+# (docs/performance.md: the WordNet models at 16 pieces, the length of most glosses; the
+# spam models at max_tokens, which most e-mails are truncated to), the DGT cards' drift
+# references over the held-out texts, and the check that the drift rules cover them.
+taskset -c 0 /usr/bin/python3 scripts/gatescope_tune.py --cores 0 --write --p99-ms 50 \
+  --text-tokens 16 --models dgt_wordnet,transformer_wordnet,difftransformer_wordnet
+taskset -c 0 /usr/bin/python3 scripts/gatescope_tune.py --cores 0 --write --p99-ms 50 \
+  --models dgt_spam,transformer_spam,difftransformer_spam
+/usr/bin/python3 models/monitoring_reference.py dgt_wordnet dgt_spam
+/usr/bin/python3 deploy/monitoring/drift_rules.py --check

@@ -3,7 +3,9 @@ tokenizer's ids and offsets on every held-out text and on unicode, emoji, empty 
 long texts; served logits equal the Python model's run one text at a time, for concurrent
 mixed-length traffic through both APIs; explanations over tokens equal the Python
 reference; truncation follows the model's metadata; bad text is refused and the server
-keeps serving; gatescope-perf drives a text model with text files through both APIs."""
+keeps serving; gatescope-perf drives a text model with text files through both APIs; the
+DGT models' served gate means match their cards' monitoring references, which the server
+exports."""
 import json
 import concurrent.futures
 import struct
@@ -19,6 +21,7 @@ from gatescope import explain as ref
 from gatescope import ops
 from gatescope.data import text_corpora
 from gatescope.export.archive import read_extra_bytes, read_metadata
+from gatescope.export.monitoring_reference import read_reference
 from gatescope.text_tokenizer import Tokenizer
 
 WORDNET = ("dgt_wordnet", "transformer_wordnet", "difftransformer_wordnet")
@@ -282,3 +285,34 @@ def test_load_generator_sends_texts(server, wordnet, tmp_path, api):
                          text=True, timeout=60)
     assert out.returncode == 2
     assert set(json.loads(out.stdout.splitlines()[-1])["errors"]) == {"INVALID_ARGUMENT"}
+
+
+@pytest.mark.parametrize("model", ["dgt_wordnet", "dgt_spam"])
+def test_served_gate_means_match_the_cards_reference(server, stubs, wordnet, spam, model):
+    """64 held-out texts through KServe: each is one observation per layer of
+    gatescope_gate_mean, whose mean lies within five standard errors of the card's reference
+    (plus its 4-decimal rounding); the server exports the card's numbers beside it."""
+    kv, kstub, v1, stub = stubs
+    [reference] = read_reference(REPO / "model_repository" / model / "README.md")
+    assert reference["metric"] == "gatescope_gate_mean"
+    texts = list((wordnet if model == "dgt_wordnet" else spam).test_texts[:64])
+    layers = range(len(reference["mean"]))
+
+    def observed():
+        return [(metric_value(server, "gatescope_gate_mean_count", model=model, layer=str(l))
+                 or 0, metric_value(server, "gatescope_gate_mean_sum", model=model,
+                                    layer=str(l)) or 0) for l in layers]
+
+    before = observed()
+    size = stub.GetModelMetadata(v1.ModelMetadataRequest(model_name=model),
+                                 timeout=30).config.max_batch_size
+    for at in range(0, len(texts), size):
+        kstub.ModelInfer(kserve_texts(kv, model, texts[at:at + size]), timeout=120)
+    for l, ((c0, s0), (c1, s1)) in enumerate(zip(before, observed())):
+        mean, std = reference["mean"][l], reference["std"][l]
+        assert c1 - c0 == len(texts), (model, l)
+        assert abs((s1 - s0) / len(texts) - mean) <= 5 * std / np.sqrt(len(texts)) + 1e-4, \
+            (model, l, (s1 - s0) / len(texts), mean)
+        labels = dict(model=model, statistic="gate_mean", layer=str(l))
+        assert metric_value(server, "gatescope_reference_mean", **labels) == mean
+        assert metric_value(server, "gatescope_reference_stddev", **labels) == std

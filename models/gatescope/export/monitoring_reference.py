@@ -15,7 +15,7 @@ the model.
 import json
 import pathlib
 import re
-from typing import Dict, Iterable, Iterator, List
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -36,16 +36,17 @@ def statistics_outputs(meta: dict) -> List[str]:
     return [o for o in meta["outputs"] if o in METRICS]
 
 
-def statistics(model_path, inputs: Iterable[torch.Tensor]) -> Dict[str, np.ndarray]:
+def statistics(model_path, inputs: Iterable) -> Dict[str, np.ndarray]:
     """Per-example statistics [N, layers] of each statistics output of the archive at
     `model_path`, over `inputs`: batches of model inputs preprocessed as the server does
-    (classifier_inputs, segmenter_inputs, detector_inputs)."""
+    (classifier_inputs, segmenter_inputs, detector_inputs: tensors; text_inputs: tuples of
+    forward arguments), in the order of the examples."""
     outputs = statistics_outputs(read_metadata(model_path))
     model = torch.jit.load(str(model_path), map_location="cpu")
     found: Dict[str, List[torch.Tensor]] = {o: [] for o in outputs}
     with torch.no_grad():
         for x in inputs:
-            result = model(x)
+            result = model(*x) if isinstance(x, tuple) else model(x)
             for o in outputs:
                 found[o].append(result[o].double())
     return {o: torch.cat(v).numpy() for o, v in found.items()}
@@ -59,6 +60,17 @@ def classifier_inputs(meta: dict, images: np.ndarray, batch: int = 250) -> Itera
     for i in range(0, len(images), batch):
         x = torch.from_numpy(np.array(images[i:i + batch])).float().unsqueeze(1) * spec["scale"]
         yield (x - mean) / std
+
+
+def text_inputs(meta: dict, tokenizer, texts: Sequence[str], batch: int = 64
+                ) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    """(token_ids, attention_mask) batches of `texts` in order, each text cut into pieces and
+    truncated to the model's max_tokens as the server does, padded to its batch's longest
+    (the model's statistics skip padding, so each text's equal its own alone)."""
+    from gatescope.text_batching import encode_all, pad_batch
+    ids, _ = encode_all(tokenizer, texts, meta["text"]["max_tokens"])
+    for i in range(0, len(ids), batch):
+        yield pad_batch(ids[i:i + batch], meta["text"]["pad_id"])
 
 
 def segmenter_inputs(meta: dict, images: np.ndarray, batch: int = 8) -> Iterator[torch.Tensor]:
