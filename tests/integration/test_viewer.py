@@ -100,19 +100,25 @@ def finished_runs(driver):
     return int(driver.find_element(By.ID, "results").get_attribute("data-run") or 0)
 
 
-def analyse(driver, model, image, compare=None, drop=False):
-    """Picks `model` (and `compare` as the second one, or compare off), gives the page
-    `image` through the file picker (or a synthetic drop) and waits for the analysis."""
+def choose_models(driver, model, compare):
+    """Picks `model` (and `compare` as the second one, or compare off) and waits until the
+    analyses that selecting may start (of the previous input) are over; returns how many
+    analyses have finished."""
     Select(driver.find_element(By.ID, "model")).select_by_value(model)
     box = driver.find_element(By.ID, "compare")
     if box.is_selected() != (compare is not None):
         box.click()
     if compare:
         Select(driver.find_element(By.ID, "model2")).select_by_value(compare)
-    # Selecting may start analyses of the previous image; wait until they are over.
     WebDriverWait(driver, WAIT_S).until(
         lambda d: d.find_element(By.ID, "results").get_attribute("data-state") != "running")
-    before = finished_runs(driver)
+    return finished_runs(driver)
+
+
+def analyse(driver, model, image, compare=None, drop=False):
+    """Picks the models (choose_models), gives the page `image` through the file picker (or
+    a synthetic drop) and waits for the analysis."""
+    before = choose_models(driver, model, compare)
     if drop:
         driver.execute_script("""
             const bytes = Uint8Array.from(atob(arguments[0]), (c) => c.charCodeAt(0));
@@ -132,15 +138,7 @@ def analyse(driver, model, image, compare=None, drop=False):
 
 def analyse_text(driver, model, text, compare=None):
     """As analyse, with `text` typed into the text box and Analyse pressed."""
-    Select(driver.find_element(By.ID, "model")).select_by_value(model)
-    box = driver.find_element(By.ID, "compare")
-    if box.is_selected() != (compare is not None):
-        box.click()
-    if compare:
-        Select(driver.find_element(By.ID, "model2")).select_by_value(compare)
-    WebDriverWait(driver, WAIT_S).until(
-        lambda d: d.find_element(By.ID, "results").get_attribute("data-state") != "running")
-    before = finished_runs(driver)
+    before = choose_models(driver, model, compare)
     field = driver.find_element(By.ID, "text")
     field.clear()
     # send_keys types outside the Basic Multilingual Plane badly; set the value instead.

@@ -4,64 +4,49 @@
 // (mean over heads by default).
 import * as api from "./api.js";
 import {
-  TOP_K,
-  appendViewControls,
+  classifierExplainFields,
+  classifierSpecs,
+  classifierStart,
+  decodeClassifierMaps,
   headName,
-  initialView,
+  headline,
   pickHead,
-  topKList,
+  predictBesideExplain,
 } from "./classification.js";
-import {range} from "./dom.js";
-import {panelFrame} from "./panel.js";
-import {rangeOf, formatNumber} from "./scale.js";
+import {rangeOf} from "./scale.js";
 import {at, decodeTensor} from "./tensor.js";
 import {imageTile, mapTile} from "./tile.js";
 
 export async function openClassifier(model, image, changed) {
-  const cfg = model.config;
-  const maps = new Set(cfg.maps || []);
-  const layers = cfg.layers || 0;
+  const start = classifierStart(model);
+  const {cfg, maps, signedAttention, frame} = start;
+  const state = start.view;
   const [gh, gw] = cfg.token_grid || [0, 0];
   const first = cfg.cls_token ? 1 : 0; // patch tokens follow the class token
-  // M-DGSA (g A+ - (1-g) A-) and differential attention (A1 - lambda A2) are signed.
-  const signedAttention = maps.has("gate") || /diff/.test(cfg.arch || "");
-  const state = initialView(cfg);
-  const frame = panelFrame(model);
   let found = {}; // the decoded maps of the last Explain answer
 
-  const explainRequest = () => ({
-    image: image.base64,
-    top_k: TOP_K,
-    rollout: true,
-    rollout_options: {signed_maps: state.signedMaps},
-    attention_layers: cfg.cls_token ? range(layers) : [],
-    attention_queries: cfg.cls_token ? [0] : [],
-    gates: maps.has("gate"),
-    resonance: maps.has("resonance"),
-    plug_gates: maps.has("plug_gate") && cfg.cls_token,
-  });
-
   async function fetchMaps() {
-    const explained = await api.explain(model.name, explainRequest());
+    const explained = await api.explain(model.name, {
+      image: image.base64,
+      ...classifierExplainFields(start, cfg.cls_token),
+      resonance: maps.has("resonance"),
+      plug_gates: maps.has("plug_gate") && cfg.cls_token,
+    });
     found = {
-      rollout: decodeTensor(explained.rollout),
-      attention: (explained.attention || []).map(decodeTensor),
-      gates: (explained.gates || []).map(decodeTensor),
+      ...decodeClassifierMaps(explained),
       resonance: (explained.resonance || []).map(decodeTensor),
       plug: (explained.plug_gates || []).map(decodeTensor),
       vigilance: decodeTensor(explained.vigilance),
     };
   }
 
-  const [predicted] = await Promise.all([
-    api.predict(model.name, {image: image.base64, top_k: TOP_K}),
-    fetchMaps(),
-  ]);
-  const classes = predicted.classes || [];
-
-  frame.summary.append(topKList(classes));
-  appendViewControls(frame, cfg, state, fetchMaps, changed);
-  frame.setState("done");
+  const classes = await predictBesideExplain(
+    model,
+    start,
+    {image: image.base64},
+    fetchMaps,
+    changed,
+  );
 
   const pick = (t) => pickHead(state, t);
   // A [1, N] or [N] token row -> its patch tokens.
@@ -80,44 +65,8 @@ export async function openClassifier(model, image, changed) {
   });
 
   function specs() {
-    const out = [];
     const l = state.layer;
-    if (found.rollout) {
-      out.push(
-        spec(
-          "rollout",
-          "rollout",
-          "Attention rollout",
-          `signed maps: ${state.signedMaps}`,
-          found.rollout.data,
-          state.signedMaps === "raw",
-        ),
-      );
-    }
-    if (found.attention[l]) {
-      out.push(
-        spec(
-          "attention",
-          "attention",
-          "Class-token attention",
-          `layer ${l} \u00B7 ${headName(state)}`,
-          patches(pick(found.attention[l])),
-          signedAttention,
-        ),
-      );
-    }
-    if (found.gates[l]) {
-      out.push(
-        spec(
-          "gates",
-          "gate",
-          "M-DGSA gate",
-          `layer ${l} \u00B7 ${headName(state)}`,
-          pick(found.gates[l]).data,
-          false,
-        ),
-      );
-    }
+    const out = classifierSpecs(found, state, signedAttention, spec, patches, "");
     if (found.resonance[l]) {
       out.push(
         spec(
@@ -161,11 +110,7 @@ export async function openClassifier(model, image, changed) {
   }
 
   function render(mapSpecs, scaleOf) {
-    const top = classes[0];
-    const ctx = {
-      image,
-      headline: top ? `${model.name}: ${top.label} ${formatNumber(top.probability)}` : model.name,
-    };
+    const ctx = {image, headline: headline(model, classes)};
     frame.tiles.replaceChildren(
       imageTile(
         {title: "Input", detail: `${image.width}\u00D7${image.height} px`, kind: "input"},

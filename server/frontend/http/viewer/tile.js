@@ -202,8 +202,8 @@ const TEXT_BAR_HEIGHT = 80;
 // A text map tile: the text as the model read it, each piece shaded by its value on
 // `scale`, with the colour bar beside it. The spec is a map spec whose values run over
 // `spec.pieces` ([{text, piece, id}]: the characters of the request a piece came from (may
-// be none), the piece and its vocabulary id) and whose `unread` is the text past the model's last piece
-// (drawn unshaded). ctx: {headline}.
+// be none), the piece and its vocabulary id) and whose `unread` is the text past the
+// model's last piece (drawn unshaded). ctx: {headline}.
 export function textTile(spec, scale, ctx) {
   const range = spec.range || rangeOf(spec.values);
   const {root, body, foot} = frame(spec.title, spec.detail, spec.kind, ctx.headline);
