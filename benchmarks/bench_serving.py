@@ -49,14 +49,17 @@ def shipped_models():
                   if (d / "1" / "model.pt").exists())
 
 
-def in_process(model, cores, threads, seconds, text_tokens=0):
-    """The tuner's in-process measurement of `model` (one JSON object), pinned to `cores`;
-    text models at `text_tokens` pieces per text."""
+def in_process(model, cores, threads, seconds, text_tokens=0, repository=None):
+    """The tuner's in-process measurement of `model` (one JSON object) of `repository` (the
+    shipped one by default), pinned to `cores`; text models at `text_tokens` pieces per
+    text."""
     cmd = ["taskset", "-c", cores, "/usr/bin/python3", str(ROOT / "scripts" / "gatescope_tune.py"),
            "--models", model, "--cores", cores, "--torch-threads", str(threads),
            "--seconds", str(seconds), "--p99-ms", "1000000", "--json"]
     if text_tokens:
         cmd += ["--text-tokens", str(text_tokens)]
+    if repository:
+        cmd += ["--repository", str(repository)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
+#include "server/common/timer_slack.h"
 
 namespace gatescope {
 namespace {
@@ -156,6 +157,7 @@ bool DynamicBatcher::NextWork(std::vector<Entry>& expired, std::vector<Entry>& g
 }
 
 void DynamicBatcher::WorkerLoop(Executor* instance) {
+  UsePreciseTimers();  // its timed wait is the queue delay, a latency budget
   std::vector<Entry> expired, group;
   while (NextWork(expired, group)) {
     RefuseAll(expired, Expired());

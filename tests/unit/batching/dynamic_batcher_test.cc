@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/prctl.h>
+
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -287,6 +289,31 @@ TEST(DynamicBatcherTest, AThrowingInstanceDoesNotStopItsWorker) {
   outcomes.Await(1);
   EXPECT_TRUE(outcomes.executed(1));
   EXPECT_EQ(executor.groups().size(), 2u);
+}
+
+// Records the timer slack of the thread that executes the group.
+class SlackRecordingExecutor : public Executor {
+ public:
+  void Execute(std::vector<std::unique_ptr<Job>> group) override {
+    slack_ns = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    for (auto& job : group) static_cast<RecordingJob&>(*job).Executed();
+  }
+  std::atomic<long> slack_ns{-1};
+};
+
+TEST(DynamicBatcherTest, WorkersWaitWithoutTimerSlack) {
+  // The worker's timed wait is the queue delay; the kernel's default 50 us slack would
+  // lengthen every delayed batch (docs/performance.md, "Timer slack").
+  // The kernel's default, which a new thread inherits from the thread that creates it.
+  ASSERT_EQ(prctl(PR_SET_TIMERSLACK, 50000UL, 0UL, 0UL, 0UL), 0);
+  SlackRecordingExecutor executor;
+  FakeClock clock;
+  auto batcher = Make({&executor}, &clock, 4, 100);
+  Outcomes outcomes(1);
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  outcomes.Await(1);
+  EXPECT_EQ(executor.slack_ns.load(), 1);
+  EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), 50000) << "only the worker's own slack";
 }
 
 TEST(DynamicBatcherTest, RejectsBadOptions) {

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""What the server costs per request, whatever the model: a Fashion-MNIST classifier whose
+forward is almost free (one 784 x 10 matrix product) served like the shipped classifiers.
+
+In one run, on the pinned cores of benchmarks/bench_serving.py (server on --server-cores,
+gatescope-perf on --client-cores, 64 Fashion-MNIST test PNGs over gatescope.v1 Predict):
+the stand-in's own forward in-process (scripts/gatescope_tune.py), then the server
+unbatched (max_batch_size 1, concurrency 8) and with dynamic batching (max_batch_size 32,
+--delay-us, concurrency 64). With a forward of a few microseconds, the served request rate
+is the server's own ceiling: 1 / rate is what each request costs beyond the model (gRPC,
+loopback TCP, PNG decoding, batching hand-offs, the response). From that cost c the
+script prints the share of its in-process speed a model with forward f per request can
+keep at most on the same core, f / (f + c), for a few f: the reach of the 85 % goals of
+docs/performance.md on this machine.
+
+Usage: /usr/bin/python3 benchmarks/bench_server_floor.py [--server-cores 0]
+       [--client-cores 1] [--window-ms 1500] [--delay-us 200]
+"""
+import argparse
+import json
+import pathlib
+import shutil
+import sys
+import tempfile
+
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_serving import in_process, serve_and_measure, write_inputs  # noqa: E402
+
+NAME = "floor_fmnist"
+# The shipped Fashion-MNIST classifiers' input (vit_fmnist's metadata), ten labels.
+METADATA = {"name": NAME, "task": "image_classification", "arch": "linear",
+            "input": {"shape": [1, 28, 28], "color": "gray", "scale": 1 / 255,
+                      "mean": [0.286], "std": [0.353]},
+            "labels": [f"class {i}" for i in range(10)], "outputs": ["logits"],
+            "max_batch_size": 32}
+
+
+class Linear(torch.nn.Module):
+    """logits = x W: about 8,000 multiply-adds per image."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(784, 10) / 28)
+
+    def forward(self, x):
+        return {"logits": x.flatten(1) @ self.weight}
+
+
+def write_repository(repo):
+    torch.manual_seed(0)
+    (repo / NAME / "1").mkdir(parents=True)
+    torch.jit.script(Linear()).save(str(repo / NAME / "1" / "model.pt"),
+                                    _extra_files={"gatescope.json": json.dumps(METADATA)})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--server-cores", default="0")
+    ap.add_argument("--client-cores", default="1")
+    ap.add_argument("--window-ms", type=int, default=1500)
+    ap.add_argument("--delay-us", type=int, default=200)
+    ap.add_argument("--seconds", type=float, default=0.5, help="in-process seconds per batch")
+    args = ap.parse_args()
+    args.threads = 1
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_floor_"))
+    try:
+        repo = tmp / "repo"
+        write_repository(repo)
+        measured = in_process(NAME, args.server_cores, 1, args.seconds, repository=repo)
+        inputs = write_inputs("image_classification", tmp / "inputs")
+        unbatched = serve_and_measure(repo, NAME, ["--max_batch_size=1"], args, (1, 8),
+                                      inputs, tmp / "unbatched")
+        dynamic = serve_and_measure(
+            repo, NAME, ["--max_batch_size=32", f"--max_queue_delay_us={args.delay_us}"],
+            args, (1, 64), inputs, tmp / "dynamic")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"Server on cores {args.server_cores}, gatescope-perf on cores {args.client_cores}, "
+          "1 Torch thread, gatescope.v1 Predict of 64 Fashion-MNIST PNGs")
+    print("\nIn-process forward of the stand-in: " + ", ".join(
+        f"b{s['batch']} {1e6 / s['images_per_s']:.1f} us/image"
+        for s in measured["measurements"]))
+    print("\n| server | concurrency | req/s | us per request | p50 ms | p99 ms |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, rows in (("unbatched", unbatched), ("dynamic 32", dynamic)):
+        for c, r in rows.items():
+            errors = sum(r["errors"].values())
+            note = "" if r["stable"] else " (not stable)"
+            note += f" ({errors} errors)" if errors else ""
+            print(f"| {name} | {c} | {r['throughput']:.1f}{note} | {1e6 / r['throughput']:.0f} | "
+                  f"{r['p50_us'] / 1000:.2f} | {r['p99_us'] / 1000:.2f} |")
+    forward = {s["batch"]: 1e6 / s["images_per_s"] for s in measured["measurements"]}
+    cost = {"unbatched": 1e6 / unbatched[8]["throughput"] - forward[1],
+            "dynamic": 1e6 / dynamic[64]["throughput"] - forward[max(forward)]}
+    print(f"\nServer cost per request beyond the forward: unbatched {cost['unbatched']:.0f} us, "
+          f"dynamic {cost['dynamic']:.0f} us")
+    print("\nMost a model can keep of its in-process speed, f / (f + cost), by its forward f "
+          "per request (unbatched: per image at batch 1; dynamic: per image at its best batch):")
+    print("\n| f | unbatched | dynamic |\n| --- | --- | --- |")
+    for f in (100, 250, 500, 1000, 2000, 5000):
+        print(f"| {f / 1000:g} ms | {100 * f / (f + cost['unbatched']):.0f} % | "
+              f"{100 * f / (f + cost['dynamic']):.0f} % |")
+
+
+if __name__ == "__main__":
+    main()
