@@ -75,8 +75,10 @@ def text_inputs(model, out_dir):
     from gatescope.text_tokenizer import Tokenizer
     path = ROOT / "model_repository" / model / "1" / "model.pt"
     meta = read_metadata(path)
-    corpus = next(c for c in (text_corpora.load(name) for name in ("wordnet", "spam"))
-                  if list(c.class_names) == list(meta["labels"]))
+    corpus = next((c for c in (text_corpora.load(name) for name in ("wordnet", "spam"))
+                   if list(c.class_names) == list(meta["labels"])), None)
+    if corpus is None:
+        raise RuntimeError(f"{model}: no held-out corpus has its labels")
     tokenizer = Tokenizer.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"]))
     texts = corpus.test_texts
     counts = [len(tokenizer.encode(t)) for t in texts]

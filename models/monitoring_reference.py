@@ -45,8 +45,10 @@ def held_out(model_path):
         from gatescope.data import text_corpora
         from gatescope.export.archive import read_extra_bytes
         from gatescope.text_tokenizer import Tokenizer
-        corpus = next(c for c in map(text_corpora.load, ("wordnet", "spam"))
-                      if list(c.class_names) == list(meta["labels"]))
+        corpus = next((c for c in map(text_corpora.load, ("wordnet", "spam"))
+                       if list(c.class_names) == list(meta["labels"])), None)
+        if corpus is None:
+            raise ValueError(f"{model_path}: no held-out text corpus has its labels")
         tokenizer = Tokenizer.from_bytes(read_extra_bytes(model_path,
                                                           meta["text"]["tokenizer_file"]))
         # The server refuses a text without pieces; the reference leaves such texts out.

@@ -136,19 +136,26 @@ def text_tokens(meta, asked):
     return asked or most
 
 
-def example_inputs(path, meta, batch, tokens):
+def example_inputs(meta, batch, tokens, vocab_size):
     """Random forward arguments for one batch: an image batch of the declared shape, or for
-    text models `tokens` random piece ids per row (ids of the model's own vocabulary, never
-    its pad id) with the attention mask all visible, as the server pads a call whose texts
-    all have that many pieces."""
+    text models `tokens` random piece ids per row (ids of the model's own vocabulary of
+    `vocab_size`, never its pad id) with the attention mask all visible, as the server pads
+    a call whose texts all have that many pieces."""
     import torch
     if meta["task"] != "text_classification":
         return (torch.randn(batch, *meta["input"]["shape"]),)
+    ids = torch.randint(0, vocab_size - 1, (batch, tokens))
+    ids += (ids >= meta["text"]["pad_id"]).long()  # every id but the pad id
+    return ids, torch.ones(batch, tokens, dtype=torch.bool)
+
+
+def vocabulary_size(path, meta):
+    """The piece count of a text model's tokenizer (None for other models)."""
+    if meta["task"] != "text_classification":
+        return None
     from gatescope.export.archive import read_extra_bytes
     from gatescope.text_tokenizer import Tokenizer
-    tokenizer = Tokenizer.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"]))
-    ids = torch.randint(meta["text"]["pad_id"] + 1, tokenizer.vocab_size, (batch, tokens))
-    return ids, torch.ones(batch, tokens, dtype=torch.bool)
+    return Tokenizer.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"])).vocab_size
 
 
 def measure(path, batches, seconds, tokens=0):
@@ -162,12 +169,13 @@ def measure(path, batches, seconds, tokens=0):
     model.eval()
     meta = json.loads(files["gatescope.json"])
     tokens = text_tokens(meta, tokens) if meta["task"] == "text_classification" else None
+    vocab_size = vocabulary_size(path, meta)
     batches = batches or default_batches(meta.get("max_batch_size") or 128)
     torch.manual_seed(0)
     summaries, latencies = [], {}
     with torch.inference_mode():
         for batch in batches:
-            x = example_inputs(path, meta, batch, tokens)
+            x = example_inputs(meta, batch, tokens, vocab_size)
             for _ in range(WARMUP_CALLS):
                 model(*x)
             times = []

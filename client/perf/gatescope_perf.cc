@@ -335,7 +335,7 @@ std::optional<std::vector<std::string>> ReadInputs(const std::vector<std::string
 // failed call's status otherwise.
 absl::StatusOr<bool> ReadsText(const Options& opt, const Connection& server) {
   auto stub = v1::Inference::NewStub(server.channel());
-  const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(10000);
+  const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(opt.timeout_ms);
   v1::ModelMetadataRequest req;
   req.set_model_name(opt.model);
   v1::ModelMetadataResponse resp;

@@ -514,9 +514,23 @@ def test_compare_two_text_models_and_refuse_an_image_model(server, driver):
         assert bar["max"] == pytest.approx(float(r.max()), rel=1e-6)
     driver.save_screenshot("/tmp/viewer_text_compare.png")
     Select(driver.find_element(By.ID, "scale")).select_by_value("tile")
-    # An image model beside a text model: its panel says what it reads.
+    # An image model beside a text model: its panel says what it reads, not a failure.
     analyse_text(driver, TEXT, text, compare=CLASSIFIER)
     message = find(driver, CLASSIFIER, ".panel-error").text
     assert message == "this model reads image, and the input is text"
+    assert panel(driver, CLASSIFIER).get_attribute("data-state") == "skipped"
     assert driver.find_element(By.ID, "results").get_attribute("data-state") == "done"
+    status = driver.find_element(By.ID, "status")
+    assert status.text.endswith("done (1 reads another kind of input)")
+    assert "error" not in status.get_attribute("class")
+    # An image model first, with no image given on this page yet: the text panels go and
+    # the page asks for an image.
+    driver.find_element(By.ID, "compare").click()
+    Select(driver.find_element(By.ID, "model")).select_by_value(CLASSIFIER)
+    results = driver.find_element(By.ID, "results")
+    WebDriverWait(driver, WAIT_S).until(lambda d: results.get_attribute("data-state") == "idle")
+    assert results.find_elements(By.CSS_SELECTOR, ".panel") == []
+    assert status.text == "choose or drop an image"
+    assert driver.find_element(By.ID, "drop").is_displayed()
+    assert not driver.find_element(By.ID, "text-form").is_displayed()
     assert_no_browser_errors(driver)

@@ -55,8 +55,8 @@ absl::Status V1Core::GetModelMetadata(const v1::ModelMetadataRequest& request,
   response->set_version(model.version);
   response->set_ready(model.ready());
   *response->mutable_config() = model.config;
-  // The largest batch the server forms: the archive's, unless config.pbtxt or the server's
-  // flags set another (as KServe's ModelConfig reports it).
+  // The largest batch the server forms (config.pbtxt's, else the smaller of the archive's
+  // and --max_batch_size), as KServe's ModelConfig reports it.
   response->mutable_config()->set_max_batch_size(model.plan.batching.max_batch_size);
   return absl::OkStatus();
 }

@@ -55,7 +55,7 @@ export async function predictBesideExplain(model, start, input, fetchMaps, chang
 // The Explain fields both classifier panels ask for: top-k, the rollout read as the view
 // says, the class token's attention in every layer (when the model has a class token) and
 // the M-DGSA gates (when it has them).
-export function classifierExplainFields(start, classToken = true) {
+export function classifierExplainFields(start, classToken) {
   return {
     top_k: TOP_K,
     rollout: true,

@@ -28,7 +28,7 @@ export async function openClassifier(model, image, changed) {
   async function fetchMaps() {
     const explained = await api.explain(model.name, {
       image: image.base64,
-      ...classifierExplainFields(start, cfg.cls_token),
+      ...classifierExplainFields(start, Boolean(cfg.cls_token)),
       resonance: maps.has("resonance"),
       plug_gates: maps.has("plug_gate") && cfg.cls_token,
     });

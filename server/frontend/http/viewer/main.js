@@ -7,7 +7,7 @@ import * as api from "./api.js";
 import {openClassifier} from "./classifier.js";
 import {openDetector} from "./detector.js";
 import {el} from "./dom.js";
-import {errorPanel} from "./panel.js";
+import {errorPanel, skippedPanel} from "./panel.js";
 import {rangeOf, scaleFor, unionOf} from "./scale.js";
 import {openSegmenter} from "./segmenter.js";
 import {base64FromBytes} from "./tensor.js";
@@ -137,7 +137,8 @@ async function takeFile(file) {
   analyse();
 }
 
-// The text in the box as an input; null (and a status) when it is empty.
+// Takes the text in the box as the text input and analyses it (an empty box only gets a
+// status). Switching models later re-analyses this text, not later edits of the box.
 function takeText() {
   const text = ui.text.value;
   if (text.trim() === "") {
@@ -167,6 +168,12 @@ async function analyse() {
   const kind = inputOf(first);
   const input = state.inputs[kind];
   if (!input) {
+    // Nothing to show for this model yet: drop the other input's panels (and any analysis
+    // still running for them) and ask.
+    ++state.run;
+    state.panels = [];
+    ui.results.replaceChildren();
+    ui.results.dataset.state = "idle";
     askForInput(kind);
     return;
   }
@@ -182,7 +189,7 @@ async function analyse() {
       const model = modelNamed(name);
       const opener = OPENERS[model.config.task];
       if (opener.input !== kind) {
-        return errorPanel(model, `this model reads ${opener.input}, and the input is ${kind}`);
+        return skippedPanel(model, `this model reads ${opener.input}, and the input is ${kind}`);
       }
       try {
         return await opener.open(model, input, render);
@@ -195,13 +202,14 @@ async function analyse() {
   state.panels = panels;
   ui.results.replaceChildren(...panels.map((p) => p.root));
   render();
-  const failed = panels.filter((p) => p.root.dataset.state === "error").length;
+  const count = (s) => panels.filter((p) => p.root.dataset.state === s).length;
+  const failed = count("error");
+  const skipped = count("skipped");
   ui.results.dataset.run = String(run);
-  ui.results.dataset.state = failed === panels.length ? "error" : "done";
-  setStatus(
-    `${what}: ${failed ? `${failed} of ${panels.length} models failed` : "done"}`,
-    failed > 0,
-  );
+  ui.results.dataset.state = failed > 0 && failed + skipped === panels.length ? "error" : "done";
+  let outcome = failed ? `${failed} of ${panels.length} models failed` : "done";
+  if (skipped) outcome += ` (${skipped} reads another kind of input)`;
+  setStatus(`${what}: ${outcome}`, failed > 0);
 }
 
 // Draws every panel. Shared scales: one scale per kind of map over all panels' current maps.

@@ -1,6 +1,7 @@
 // The frame every model's panel shares: a header (model, task, architecture), a summary
 // (predictions, legend or detections), a row of controls, the tiles, and a place for
-// errors. `state` (data-state) is "running", "done" or "error", for people and tests.
+// errors. `state` (data-state) is "running", "done", "error" or "skipped", for people and
+// tests.
 import {el} from "./dom.js";
 
 const TASK_NAMES = {
@@ -66,5 +67,13 @@ export async function refetch(frame, fetch, undo) {
 export function errorPanel(model, message) {
   const frame = panelFrame(model);
   frame.setState("error", message);
+  return {root: frame.root, specs: () => [], render() {}};
+}
+
+// A panel for a model that was not run because it reads another kind of input (state
+// "skipped": not a failure).
+export function skippedPanel(model, message) {
+  const frame = panelFrame(model);
+  frame.setState("skipped", message);
   return {root: frame.root, specs: () => [], render() {}};
 }

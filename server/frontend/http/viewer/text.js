@@ -24,7 +24,7 @@ export async function openTextClassifier(model, input, changed) {
   async function fetchMaps() {
     const explained = await api.explain(model.name, {
       text: input.base64,
-      ...classifierExplainFields(start),
+      ...classifierExplainFields(start, true), // text models lead with a class token
     });
     const read = explained.text || {};
     found = {

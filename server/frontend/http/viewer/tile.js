@@ -227,22 +227,14 @@ export function textTile(spec, scale, ctx) {
       rgb = [table[k], table[k + 1], table[k + 2]];
     }
     span.style.backgroundColor = `rgb(${rgb[0]}, ${rgb[1]}, ${rgb[2]})`;
-    // Dark ink on light colours, light ink on dark ones (relative luminance).
+    // Dark ink on light colours, light ink on dark ones (Rec. 601 luma).
     const light = 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] > 140;
     span.classList.add(light ? "on-light" : "on-dark");
     shaded.append(span);
   });
   if (spec.unread) shaded.append(el("span", {className: "unread", text: spec.unread}));
   body.append(shaded, colourBar(scale, range, TEXT_BAR_HEIGHT, spec.kind));
-  foot.append(rangeLine(range));
-  if (isNearFlat(range)) {
-    foot.append(
-      el("div", {
-        className: "range flat",
-        text: `near-flat: all \u2248 ${formatNumber((range.min + range.max) / 2)}`,
-      }),
-    );
-  }
+  foot.append(rangeLine(range)); // says "near-flat" when the map is
   return root;
 }
 
