@@ -26,7 +26,7 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_serving import in_process, serve_and_measure, write_inputs  # noqa: E402
+from bench_serving import in_process, row_note, serve_and_measure, write_inputs  # noqa: E402
 
 NAME = "floor_fmnist"
 # The shipped Fashion-MNIST classifiers' input (vit_fmnist's metadata), ten labels.
@@ -86,10 +86,8 @@ def main():
     print("| --- | --- | --- | --- | --- | --- |")
     for name, rows in (("unbatched", unbatched), ("dynamic 32", dynamic)):
         for c, r in rows.items():
-            errors = sum(r["errors"].values())
-            note = "" if r["stable"] else " (not stable)"
-            note += f" ({errors} errors)" if errors else ""
-            print(f"| {name} | {c} | {r['throughput']:.1f}{note} | {1e6 / r['throughput']:.0f} | "
+            print(f"| {name} | {c} | {r['throughput']:.1f}{row_note(r)} | "
+                  f"{1e6 / r['throughput']:.0f} | "
                   f"{r['p50_us'] / 1000:.2f} | {r['p99_us'] / 1000:.2f} |")
     forward = {s["batch"]: 1e6 / s["images_per_s"] for s in measured["measurements"]}
     cost = {"unbatched": 1e6 / unbatched[8]["throughput"] - forward[1],

@@ -157,6 +157,13 @@ def serve_and_measure(repo, model, flags, args, levels, inputs, work):
         stop_server(server)
 
 
+def row_note(r):
+    """What a gatescope-perf result's row must say besides its numbers: not stable, errors."""
+    errors = sum(r["errors"].values())
+    note = "" if r["stable"] else " (not stable)"
+    return note + (f" ({errors} errors)" if errors else "")
+
+
 def report(model, measured, unbatched, dynamic, batching):
     summaries = measured["measurements"]
     b1 = summaries[0]
@@ -173,11 +180,9 @@ def report(model, measured, unbatched, dynamic, batching):
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, rows in (("unbatched", unbatched), ("dynamic", dynamic)):
         for c, r in rows.items():
-            errors = sum(r["errors"].values())
-            note = "" if r["stable"] else " (not stable)"
-            note += f" ({errors} errors)" if errors else ""
-            print(f"| {name} | {c} | {r['throughput']:.1f}{note} | {r['p50_us'] / 1000:.2f} | "
-                  f"{r['p99_us'] / 1000:.2f} | {r['server_queue_us'] / 1000:.2f} | "
+            print(f"| {name} | {c} | {r['throughput']:.1f}{row_note(r)} | "
+                  f"{r['p50_us'] / 1000:.2f} | {r['p99_us'] / 1000:.2f} | "
+                  f"{r['server_queue_us'] / 1000:.2f} | "
                   f"{r['server_compute_infer_us'] / 1000:.2f} |")
     u_sat, d_sat = list(unbatched.values())[-1], list(dynamic.values())[-1]
     d1 = dynamic[min(dynamic)]
