@@ -71,15 +71,12 @@ def text_inputs(model, out_dir):
     """(paths, N): TEXTS held-out texts of the model's corpus (the one whose classes are its
     labels) that the model's tokenizer cuts into N pieces each (see the module docstring)."""
     from gatescope.data import text_corpora
-    from gatescope.export.archive import read_extra_bytes, read_metadata
+    from gatescope.export.archive import read_metadata
     from gatescope.text_tokenizer import Tokenizer
     path = ROOT / "model_repository" / model / "1" / "model.pt"
     meta = read_metadata(path)
-    corpus = next((c for c in (text_corpora.load(name) for name in ("wordnet", "spam"))
-                   if list(c.class_names) == list(meta["labels"])), None)
-    if corpus is None:
-        raise RuntimeError(f"{model}: no held-out corpus has its labels")
-    tokenizer = Tokenizer.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"]))
+    corpus = text_corpora.with_labels(meta["labels"])
+    tokenizer = Tokenizer.from_archive(path, meta)
     texts = corpus.test_texts
     counts = [len(tokenizer.encode(t)) for t in texts]
     most = meta["text"]["max_tokens"]

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))  # server_harness: test 
 from server_harness import import_api_modules, start_server, stop_server  # noqa: E402
 
 from gatescope.data import text_corpora  # noqa: E402
-from gatescope.export.archive import read_extra_bytes, read_metadata  # noqa: E402
+from gatescope.export.archive import read_metadata  # noqa: E402
 from gatescope.text_tokenizer import Tokenizer  # noqa: E402
 
 ARCHS = ("dgt", "transformer", "difftransformer")
@@ -93,7 +93,7 @@ def main():
                 model = f"{arch}_{corpus}"
                 path = ROOT / "model_repository" / model / "1" / "model.pt"
                 meta = read_metadata(path)
-                tok = Tokenizer.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"]))
+                tok = Tokenizer.from_archive(path, meta)
                 words = word_pieces(tok)
                 outputs = list(meta["outputs"])
                 accs, gates = [], []

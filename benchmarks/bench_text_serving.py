@@ -27,7 +27,7 @@ from server_harness import import_api_modules, start_server, stop_server  # noqa
 
 from gatescope import ops  # noqa: E402
 from gatescope.data import text_corpora  # noqa: E402
-from gatescope.export.archive import read_extra_bytes, read_metadata  # noqa: E402
+from gatescope.export.archive import read_metadata  # noqa: E402
 from gatescope.text_batching import pad_batch  # noqa: E402
 from gatescope.text_tokenizer import Tokenizer  # noqa: E402
 
@@ -89,7 +89,7 @@ def main():
     ops.load()
     path = ROOT / "model_repository" / args.model / "1" / "model.pt"
     meta = read_metadata(path)
-    tok = Tokenizer.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"]))
+    tok = Tokenizer.from_archive(path, meta)
     corpus = args.model.split("_", 1)[1]
     fits = [t for t in text_corpora.load(corpus).test_texts
             if len(t.encode()) <= meta["text"]["max_text_bytes"]]  # what the server takes
@@ -127,7 +127,7 @@ def main():
         channel.close()
     finally:
         stop_server(server)
-    print(f"\n| path | texts/s | ratio to in-process |\n| --- | --- | --- |")
+    print("\n| path | texts/s | ratio to in-process |\n| --- | --- | --- |")
     print(f"| in process: tokenize + bucketed forward, batches of {args.batch} | "
           f"{len(texts) / in_process:.0f} | 1.00 |")
     print(f"| server: gatescope.v1 Predict, {args.clients} concurrent clients | "

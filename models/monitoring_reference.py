@@ -43,14 +43,9 @@ def held_out(model_path):
                 f"the {spec['count']} held-out scenes (seed {spec['seed']}), each at its own size")
     if meta["task"] == "text_classification":
         from gatescope.data import text_corpora
-        from gatescope.export.archive import read_extra_bytes
         from gatescope.text_tokenizer import Tokenizer
-        corpus = next((c for c in map(text_corpora.load, ("wordnet", "spam"))
-                       if list(c.class_names) == list(meta["labels"])), None)
-        if corpus is None:
-            raise ValueError(f"{model_path}: no held-out text corpus has its labels")
-        tokenizer = Tokenizer.from_bytes(read_extra_bytes(model_path,
-                                                          meta["text"]["tokenizer_file"]))
+        corpus = text_corpora.with_labels(meta["labels"])
+        tokenizer = Tokenizer.from_archive(model_path, meta)
         # The server refuses a text without pieces; the reference leaves such texts out.
         texts = [t for t in corpus.test_texts if tokenizer.encode(t)]
         return (text_inputs(meta, tokenizer, texts),

@@ -153,9 +153,8 @@ def vocabulary_size(path, meta):
     """The piece count of a text model's tokenizer (None for other models)."""
     if meta["task"] != "text_classification":
         return None
-    from gatescope.export.archive import read_extra_bytes
     from gatescope.text_tokenizer import Tokenizer
-    return Tokenizer.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"])).vocab_size
+    return Tokenizer.from_archive(path, meta).vocab_size
 
 
 def measure(path, batches, seconds, tokens=0):

@@ -130,6 +130,14 @@ class Tokenizer:
         sp.LoadFromSerializedProto(model_bytes)
         return cls(sp, bytes(model_bytes))
 
+    @classmethod
+    def from_archive(cls, path, meta=None) -> "Tokenizer":
+        """The tokenizer a text model's archive at `path` carries (the extra file its
+        metadata's text.tokenizer_file names; `meta`: its metadata, read if not given)."""
+        from gatescope.export.archive import read_extra_bytes, read_metadata
+        meta = meta if meta is not None else read_metadata(path)
+        return cls.from_bytes(read_extra_bytes(path, meta["text"]["tokenizer_file"]))
+
     def piece(self, id: int) -> str:
         return self._sp.IdToPiece(id)
 

@@ -132,3 +132,10 @@ def test_wordnet_dir_override(tmp_path, monkeypatch):
     assert every == [("n00001740", "that which exists", 0),
                      ("n00002137", 'a general concept; "a | b"', 0),
                      ("n14580897", "the tangible substance", 24)]
+
+
+def test_a_corpus_is_found_by_its_labels(wordnet, spam):
+    assert tc.with_labels(list(spam.class_names)).name == "spam"
+    assert tc.with_labels(list(wordnet.class_names)).name == "wordnet"
+    with pytest.raises(ValueError, match="no text corpus has the labels"):
+        tc.with_labels(["a", "b"])

@@ -20,7 +20,7 @@ from server_harness import REPO, api_stubs, metric_value, serve_shipped
 from gatescope import explain as ref
 from gatescope import ops
 from gatescope.data import text_corpora
-from gatescope.export.archive import read_extra_bytes, read_metadata
+from gatescope.export.archive import read_metadata
 from gatescope.export.monitoring_reference import read_reference
 from gatescope.text_tokenizer import Tokenizer
 
@@ -38,7 +38,7 @@ def archive(name):
 
 def tokenizer_of(name):
     meta = read_metadata(archive(name))
-    return Tokenizer.from_bytes(read_extra_bytes(archive(name), meta["text"]["tokenizer_file"])), meta
+    return Tokenizer.from_archive(archive(name), meta), meta
 
 
 def load(name):

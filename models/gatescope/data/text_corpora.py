@@ -78,6 +78,16 @@ def load(name: str) -> TextSplits:
     raise ValueError(f"unknown text corpus {name!r}; expected one of {NAMES}")
 
 
+def with_labels(labels: List[str]) -> TextSplits:
+    """The corpus whose class names are `labels` (a text model's metadata labels); raises
+    ValueError when none is."""
+    for name in NAMES:
+        corpus = load(name)
+        if list(corpus.class_names) == list(labels):
+            return corpus
+    raise ValueError(f"no text corpus has the labels {list(labels)[:4]}...")
+
+
 def _load_wordnet(root: pathlib.Path) -> TextSplits:
     path = root / "data.noun"
     if not path.is_file():
