@@ -2,9 +2,10 @@
 
 #include <ATen/ATen.h>
 
-#include <opencv2/imgcodecs.hpp>
+#include <opencv2/core/mat.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "server/postprocess/png_encode.h"
 
 namespace gatescope {
 
@@ -13,15 +14,11 @@ absl::StatusOr<std::string> EncodeMaskPng(const at::Tensor& mask) {
     return absl::InternalError("mask must be uint8 [H, W]");
   }
   const at::Tensor m = mask.contiguous();
-  std::vector<uchar> png;
-  try {
-    const cv::Mat image(static_cast<int>(m.size(0)), static_cast<int>(m.size(1)), CV_8UC1,
-                        m.data_ptr());
-    if (!cv::imencode(".png", image, png)) return absl::InternalError("PNG encoding failed");
-  } catch (const cv::Exception& e) {
-    return absl::InternalError(absl::StrCat("PNG encoding failed: ", e.what()));
-  }
-  return std::string(png.begin(), png.end());
+  const cv::Mat image(static_cast<int>(m.size(0)), static_cast<int>(m.size(1)), CV_8UC1,
+                      m.data_ptr());
+  absl::StatusOr<std::string> png = EncodePng(image);
+  if (!png.ok()) return absl::InternalError(png.status().message());
+  return png;
 }
 
 absl::StatusOr<SegmentationResult> SegmentLogits(const at::Tensor& logits, int64_t height,

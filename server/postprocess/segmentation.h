@@ -1,5 +1,5 @@
 // Turns one example's segmentation logits into its class map at the input's own size.
-// Pure (ATen and OpenCV's PNG encoder), thread-safe.
+// Pure (ATen; libpng for the mask's PNG), thread-safe.
 #pragma once
 
 #include <cstdint>
