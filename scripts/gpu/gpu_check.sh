@@ -1,0 +1,271 @@
+#!/usr/bin/env bash
+# The device validation in one command, run on a machine with an NVIDIA GPU, CUDA (nvcc) and
+# a CUDA PyTorch as python3, after scripts/gpu/prepare_carry.sh has written .gpu_carry/ on a
+# Debian 12 machine (the server's C++ dependencies, inputs, references, models). Stages, in
+# the order of ../shared/GPU.md's checklist, each bounded in time and independent of the
+# others' outcome (a failed stage is reported and the rest still run):
+#   facts    the machine: GPU, driver, torch, compilers
+#   build    op library + CUDA kernel tests against the device's CUDA LibTorch; the server
+#            and gatescope-perf against the same LibTorch and the carried packages
+#            (in the background while the op checks run)
+#   kernels  the five standalone CUDA kernel tests (ctest -L gpu), then compute-sanitizer
+#   ops      the Python op tests on CUDA (all five ops, fp32/fp16, masks, odd sizes)
+#   bench    op speed against the competitor of the same shape (benchmarks/bench_ops_gpu.py)
+#   compat   TorchScript archives from Debian's torch 1.13 in this torch, CPU and CUDA
+#   serve    the server with KIND_GPU instances: answers equal the CPU server's; server vs
+#            in-process GPU throughput (scripts/gpu/serve_check.py)
+# Writes into $OUT (default ./gpu_out): report.md (summary), log.txt (every stage's output),
+# and each stage's JSON. Usage: scripts/gpu/gpu_check.sh [STAGE ...] (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+REPO=$PWD
+OUT=${OUT:-$REPO/gpu_out}
+CARRY=$REPO/.gpu_carry
+PREFIX=/tmp/gatescope-sysroot
+SYS=$PREFIX/usr
+BUILD=${GPU_CHECK_BUILD_DIR:-$REPO/build}
+START=$(date +%s)
+BUDGET_S=${GPU_CHECK_BUDGET_S:-540}  # stages that would not fit are skipped, not cut
+STAGES=${*:-facts build kernels ops bench compat serve}  # or: facts reuse ... (no build)
+mkdir -p "$OUT"
+REPORT=$OUT/report.md
+LOG=$OUT/log.txt
+: >"$LOG"
+echo "# gatescope GPU check $(date -u +%FT%TZ)" >"$REPORT"
+export PYTHONUNBUFFERED=1
+
+elapsed() { echo $(($(date +%s) - START)); }
+note() { echo "$*" | tee -a "$REPORT"; }
+wants() { [[ " $STAGES " == *" $1 "* ]]; }
+
+# run NAME SECONDS CMD...: runs CMD with a time limit, its output into the log (and the last
+# lines onto stdout); records pass / FAIL (exit code) / skipped in the report.
+run() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((BUDGET_S - $(elapsed)))
+  if [ "$left" -lt 20 ]; then note "- $name: skipped (budget spent at $(elapsed) s)"; return 1; fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local t0 rc
+  t0=$(date +%s)
+  echo "===== $name (limit ${limit}s, at $(elapsed)s)" >>"$LOG"
+  timeout --kill-after=5 "$limit" "$@" >"$OUT/.stage.$name.log" 2>&1
+  rc=$?
+  cat "$OUT/.stage.$name.log" >>"$LOG"
+  tail -n 15 "$OUT/.stage.$name.log"
+  rm -f "$OUT/.stage.$name.log"
+  local verdict="pass"
+  [ $rc -ne 0 ] && verdict="FAIL (exit $rc$([ $rc -eq 124 ] && echo ', timed out'))"
+  note "- $name: $verdict in $(($(date +%s) - t0)) s"
+  return $rc
+}
+
+# The carried Debian packages: a prefix that CMake, pkg-config, the compiler and the loader
+# are pointed at, leaving the device's own system untouched.
+use_sysroot() {
+  local libs=$SYS/lib/x86_64-linux-gnu:$PREFIX/lib/x86_64-linux-gnu
+  libs=$libs:$SYS/lib/x86_64-linux-gnu/openblas-pthread
+  export PATH=$SYS/bin:$PATH
+  export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LIBRARY_PATH=$libs
+  export CPATH=$SYS/include:$SYS/include/x86_64-linux-gnu
+  export PKG_CONFIG_LIBDIR=$SYS/lib/x86_64-linux-gnu/pkgconfig:$SYS/share/pkgconfig
+  export PKG_CONFIG_SYSROOT_DIR=$PREFIX
+}
+
+unpack_sysroot() {
+  rm -rf "$PREFIX" && mkdir -p "$PREFIX"
+  tar -C "$PREFIX" -xJf "$CARRY/sysroot.tar.xz" || return 1
+  # Links that Debian makes absolute point into the prefix instead.
+  find "$PREFIX" -type l -lname '/*' | while read -r link; do
+    ln -sfn "$PREFIX$(readlink "$link")" "$link"
+  done
+  # BLAS and LAPACK are Debian alternatives (links dpkg -x does not make): OpenBLAS serves both.
+  local ob=$SYS/lib/x86_64-linux-gnu/openblas-pthread
+  ln -sf "$ob/libblas.so.3" "$SYS/lib/x86_64-linux-gnu/libblas.so.3"
+  ln -sf "$ob/liblapack.so.3" "$SYS/lib/x86_64-linux-gnu/liblapack.so.3"
+  # CMake packages check that every library they export exists. Those of packages not
+  # carried (OpenCV's other modules, prometheus-cpp's push/pull, ...) get empty stand-ins;
+  # nothing links them, and a link that did would fail loudly.
+  /usr/bin/env python3 - "$PREFIX" <<'EOF'
+import pathlib, re, sys
+prefix = pathlib.Path(sys.argv[1])
+made = []
+for f in prefix.rglob("*.cmake"):
+    text = f.read_text(errors="replace")
+    for path in re.findall(r'"\$\{_IMPORT_PREFIX\}(/[^"]+)"', text):
+        import_prefix = f.parent
+        while import_prefix != prefix and not (import_prefix / path.lstrip("/")).parent.exists():
+            import_prefix = import_prefix.parent
+        target = import_prefix / path.lstrip("/")
+        if "/include" in path or target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+        made.append(str(target.relative_to(prefix)))
+print(f"stand-ins for {len(made)} files not carried: {' '.join(sorted(made)[:40])}")
+EOF
+}
+
+facts() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  python3 -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'cxx11abi', torch.compiled_with_cxx11_abi(), 'device', torch.cuda.get_device_name(0))"
+  nvcc --version | tail -2
+  g++ --version | head -1
+  cmake --version | head -1
+  command -v ninja compute-sanitizer ncu
+  grep PRETTY_NAME /etc/os-release
+  nproc
+}
+
+# Python never runs with the carried libraries on its path.
+torch_prefix() { env -u LD_LIBRARY_PATH python3 -c "import torch; print(torch.utils.cmake_prefix_path)"; }
+
+# Older PyTorch wheels carried protobuf headers of their own among Torch's include
+# directories, which would shadow the carried protobuf that protoc's generated code needs.
+# The device machine is disposable: such headers are moved aside, and the report says so.
+hide_torch_protobuf() {
+  local inc
+  inc=$(env -u LD_LIBRARY_PATH python3 -c "import torch.utils.cpp_extension as c; print(c.include_paths()[0])")
+  if [ -d "$inc/google/protobuf" ]; then
+    mv "$inc/google" "$inc/google.hidden-by-gpu-check" && echo "moved aside: $inc/google"
+  else
+    echo "no protobuf headers among Torch's ($inc)"
+  fi
+}
+
+# One build tree: the op library and its kernel tests first; the server targets after.
+# A configure that fails with the server falls back to the op library alone.
+configure() {
+  local common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGATESCOPE_WERROR=OFF
+                -DGATESCOPE_CUDA_ARCHS=90 -DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
+                -DCMAKE_PREFIX_PATH="$(torch_prefix);$SYS" ${GPU_CHECK_CMAKE_ARGS:-})
+  hide_torch_protobuf
+  if cmake -S . -B "$BUILD" "${common[@]}" -DGATESCOPE_BUILD_SERVER=ON; then
+    echo "configured with the server"
+  else
+    echo "configure with the server FAILED; op library only"
+    rm -rf "$BUILD"
+    cmake -S . -B "$BUILD" "${common[@]}" -DGATESCOPE_BUILD_SERVER=OFF || return 1
+    return 3
+  fi
+}
+
+build_ops() {
+  cmake --build "$BUILD" -j "$(nproc)" --target gatescope_ops dgsa_kernel_test dar_kernel_test \
+    gdla_kernel_test ms_deform_kernel_test plug_kernel_test
+}
+
+build_server() {
+  local jobs=$(($(nproc) - 2)); [ "$jobs" -ge 1 ] || jobs=1
+  cmake --build "$BUILD" -j "$jobs" --target gatescope-server gatescope_sentencepiece \
+    gatescope-perf
+}
+
+kernel_tests() { (cd "$BUILD" && ctest -L gpu --output-on-failure -j 5 --timeout 120); }
+
+sanitize_kernels() {
+  local rc=0 t
+  for t in dgsa dar gdla ms_deform plug; do
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/models/ops/${t}_kernel_test" \
+      >"$OUT/.san_$t" 2>&1 &
+  done
+  wait
+  for t in dgsa dar gdla ms_deform plug; do
+    echo "--- memcheck $t: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/.san_$t" | tr '\n' ' ')"
+    grep -q "ERROR SUMMARY: 0 errors" "$OUT/.san_$t" || { rc=1; head -40 "$OUT/.san_$t"; }
+  done
+  rm -f "$OUT"/.san_*
+  return $rc
+}
+
+op_env() {
+  env GATESCOPE_OPS_LIB="$BUILD/models/ops/libgatescope_ops.so" PYTHONPATH="$REPO/models" "$@"
+}
+
+op_tests() {
+  op_env python3 -m pytest -q -p no:cacheprovider -n 4 models/tests/test_ops_cuda.py \
+    models/tests/test_ms_deform_op.py
+}
+
+bench() { op_env python3 benchmarks/bench_ops_gpu.py --budget-s 60 --json "$OUT/bench_ops.json" | tee "$OUT/.bench.txt"; }
+
+compat() {
+  op_env python3 scripts/gpu/torchscript_compat.py --ref "$CARRY/torchscript_reference.pt" \
+    --repo "$CARRY/models" --devices cpu,cuda --json "$OUT/compat.json" | tee "$OUT/.compat.txt"
+}
+
+# The server and gatescope-perf load the carried libraries; Python does not.
+serve() {
+  local python_ld=${LD_LIBRARY_PATH:-}
+  use_sysroot
+  GATESCOPE_SERVER_LD_LIBRARY_PATH=$LD_LIBRARY_PATH LD_LIBRARY_PATH=$python_ld \
+    op_env python3 scripts/gpu/serve_check.py --build "$BUILD" --models "$CARRY/models" \
+    --inputs "$CARRY/inputs" --json "$OUT/serve.json"
+}
+
+# The built binaries go back through $OUT, so that a later run on a fresh machine can
+# check more models without building again (.gpu_carry/artifacts.tar.xz, stage `reuse`).
+pack_artifacts() {
+  (cd "$BUILD" && tar -cJf "$OUT/artifacts.tar.xz" server/gatescope-server \
+    server/libgatescope_sentencepiece.so client/gatescope-perf models/ops/libgatescope_ops.so \
+    models/ops/*_kernel_test)
+}
+
+reuse_artifacts() {
+  mkdir -p "$BUILD" && tar -C "$BUILD" -xJf "$CARRY/artifacts.tar.xz"
+}
+
+# `run` starts each stage in a fresh bash under `timeout`, which sees these.
+export REPO OUT CARRY PREFIX SYS BUILD
+export -f use_sysroot unpack_sysroot facts torch_prefix hide_torch_protobuf configure build_ops build_server \
+  kernel_tests sanitize_kernels op_env op_tests bench compat serve pack_artifacts \
+  reuse_artifacts
+
+wants facts && run facts 30 bash -c facts
+server_pid=""
+if wants build; then
+  run unpack 60 bash -c unpack_sysroot
+  run configure 120 bash -c "use_sysroot; configure"
+  configured=$?
+  run build-ops 240 bash -c "use_sysroot; build_ops"
+  if [ $configured -eq 0 ]; then
+    # The server compiles while the op checks run; its log joins the report when it ends.
+    (timeout 360 bash -c "use_sysroot; build_server" >"$OUT/.server_build.log" 2>&1
+     echo $? >"$OUT/.server_build.rc") &
+    server_pid=$!
+  fi
+fi
+if wants reuse; then
+  run unpack 60 bash -c unpack_sysroot
+  run reuse 30 bash -c reuse_artifacts
+fi
+wants kernels && run kernels 150 bash -c kernel_tests
+# compute-sanitizer runs beside the Python op tests (both only check results).
+san_pid=""
+if wants kernels; then
+  run sanitizer 150 bash -c sanitize_kernels >"$OUT/.sanitizer.out" 2>&1 &
+  san_pid=$!
+fi
+wants ops && run ops 200 bash -c op_tests
+if [ -n "$san_pid" ]; then wait "$san_pid"; cat "$OUT/.sanitizer.out"; fi
+wants bench && run bench 150 bash -c bench
+wants compat && run compat 90 bash -c compat
+if [ -n "$server_pid" ]; then
+  wait "$server_pid"
+  { echo "===== build-server"; cat "$OUT/.server_build.log"; } >>"$LOG"
+  tail -n 20 "$OUT/.server_build.log"
+  note "- build-server: exit $(cat "$OUT/.server_build.rc") at $(elapsed) s"
+  run pack 60 bash -c pack_artifacts
+fi
+wants serve && run serve 200 bash -c serve
+note "- total: $(elapsed) s"
+# The tables, last, so that the end of the output carries them.
+{
+  echo
+  [ -f "$OUT/.bench.txt" ] && grep '^|' "$OUT/.bench.txt"
+  [ -f "$OUT/.compat.txt" ] && tail -n 20 "$OUT/.compat.txt"
+  [ -f "$OUT/serve.md" ] && cat "$OUT/serve.md"
+} >>"$REPORT"
+rm -f "$OUT"/.stage.*.log "$OUT"/.server_build.* "$OUT"/.bench.txt "$OUT"/.compat.txt "$OUT"/.sanitizer.out
+cat "$REPORT"
