@@ -63,6 +63,11 @@ absl::StatusOr<std::unique_ptr<Device>> OpenGpuDevice(int index) {
     return absl::UnavailableError(
         absl::StrCat("GPU ", index, " is not available (", visible, " visible)"));
   }
+  // GPU instances compute in full float32, as CPU instances do: LibTorch's default lets
+  // cuDNN convolutions round their inputs to TF32, which moved served logits by up to
+  // 4.5e-3 from the CPU server's on an H200 (docs/benchmarks.md, "GPU"). Process-wide.
+  at::globalContext().setAllowTF32CuDNN(false);
+  at::globalContext().setAllowTF32CuBLAS(false);
   return std::unique_ptr<Device>(std::make_unique<GpuDevice>(index));
 }
 
