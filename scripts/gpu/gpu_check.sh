@@ -8,14 +8,18 @@
 #   build    op library + CUDA kernel tests against the device's CUDA LibTorch; the server
 #            and gatescope-perf against the same LibTorch and the carried packages
 #            (in the background while the op checks run)
-#   kernels  the five standalone CUDA kernel tests (ctest -L gpu), then compute-sanitizer
+#   kernels  the five standalone CUDA kernel tests (ctest -L gpu), and compute-sanitizer over them
 #   ops      the Python op tests on CUDA (all five ops, fp32/fp16, masks, odd sizes)
 #   bench    op speed against the competitor of the same shape (benchmarks/bench_ops_gpu.py)
 #   compat   TorchScript archives from Debian's torch 1.13 in this torch, CPU and CUDA
 #   serve    the server with KIND_GPU instances: answers equal the CPU server's; server vs
 #            in-process GPU throughput (scripts/gpu/serve_check.py)
+#   reuse    instead of build: the binaries an earlier run packed (.gpu_carry/artifacts.tar.xz)
 # Writes into $OUT (default ./gpu_out): report.md (summary), log.txt (every stage's output),
-# and each stage's JSON. Usage: scripts/gpu/gpu_check.sh [STAGE ...] (default: all)
+# each stage's JSON and artifacts.tar.xz (the binaries built). docs/gpu.md says how to run it.
+# Usage: scripts/gpu/gpu_check.sh [STAGE ...] (default: all but reuse). Environment:
+# GPU_CHECK_BUDGET_S (seconds; stages that would not fit are skipped), GPU_CHECK_BUILD_DIR,
+# GPU_CHECK_CMAKE_ARGS, GPU_CHECK_SERVE_ARGS (e.g. "--perf none").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -26,13 +30,18 @@ SYS=$PREFIX/usr
 BUILD=${GPU_CHECK_BUILD_DIR:-$REPO/build}
 START=$(date +%s)
 BUDGET_S=${GPU_CHECK_BUDGET_S:-540}  # stages that would not fit are skipped, not cut
-STAGES=${*:-facts build kernels ops bench compat serve}  # or: facts reuse ... (no build)
+STAGES=${*:-facts build kernels ops bench compat serve}
 mkdir -p "$OUT"
 REPORT=$OUT/report.md
 LOG=$OUT/log.txt
 : >"$LOG"
 echo "# gatescope GPU check $(date -u +%FT%TZ)" >"$REPORT"
 export PYTHONUNBUFFERED=1
+# The system compiler: the configuration that built a working op library and server on the
+# device image (2026-11-27), whose PATH puts a g++ wrapper first.
+if [ -z "${CXX:-}" ] && [ -x /usr/bin/g++ ]; then
+  export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+fi
 
 elapsed() { echo $(($(date +%s) - START)); }
 note() { echo "$*" | tee -a "$REPORT"; }
@@ -121,9 +130,9 @@ facts() {
 # Python never runs with the carried libraries on its path.
 torch_prefix() { env -u LD_LIBRARY_PATH python3 -c "import torch; print(torch.utils.cmake_prefix_path)"; }
 
-# Older PyTorch wheels carried protobuf headers of their own among Torch's include
+# PyTorch's wheels (2.11 too) carry protobuf headers of their own among Torch's include
 # directories, which would shadow the carried protobuf that protoc's generated code needs.
-# The device machine is disposable: such headers are moved aside, and the report says so.
+# The device machine is disposable: such headers are moved aside, and the log says so.
 hide_torch_protobuf() {
   local inc
   inc=$(env -u LD_LIBRARY_PATH python3 -c "import torch.utils.cpp_extension as c; print(c.include_paths()[0])")
@@ -140,6 +149,7 @@ configure() {
   local common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGATESCOPE_WERROR=OFF
                 -DGATESCOPE_CUDA_ARCHS=90 -DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
                 -DCMAKE_PREFIX_PATH="$(torch_prefix);$SYS" ${GPU_CHECK_CMAKE_ARGS:-})
+  echo "cmake arguments: ${common[*]}"
   hide_torch_protobuf
   if cmake -S . -B "$BUILD" "${common[@]}" -DGATESCOPE_BUILD_SERVER=ON; then
     echo "configured with the server"
@@ -151,15 +161,27 @@ configure() {
   fi
 }
 
+# One device build (2026-11-27; compilers given as -D options, the PATH's g++ a wrapper)
+# linked a private copy of libstdc++ into the op library (no libstdc++.so.6 needed, 631 std::
+# symbols defined): in a process that has the shared one too, the first TORCH_CHECK with a
+# formatted message crashed in a locale facet. The cause was not established; the build with
+# CXX / CUDAHOSTCXX set (above) linked it dynamically. Such a binary fails the build here.
+links_shared_libstdcxx() {
+  readelf -d "$1" | grep -q 'NEEDED.*libstdc++' || {
+    echo "$1 has libstdc++ linked in statically: refused"; return 1; }
+}
+
 build_ops() {
   cmake --build "$BUILD" -j "$(nproc)" --target gatescope_ops dgsa_kernel_test dar_kernel_test \
-    gdla_kernel_test ms_deform_kernel_test plug_kernel_test
+    gdla_kernel_test ms_deform_kernel_test plug_kernel_test || return 1
+  links_shared_libstdcxx "$BUILD/models/ops/libgatescope_ops.so"
 }
 
 build_server() {
   local jobs=$(($(nproc) - 2)); [ "$jobs" -ge 1 ] || jobs=1
   cmake --build "$BUILD" -j "$jobs" --target gatescope-server gatescope_sentencepiece \
-    gatescope-perf
+    gatescope-perf || return 1
+  links_shared_libstdcxx "$BUILD/server/gatescope-server"
 }
 
 kernel_tests() { (cd "$BUILD" && ctest -L gpu --output-on-failure -j 5 --timeout 120); }
@@ -184,7 +206,7 @@ op_env() {
 }
 
 op_tests() {
-  op_env python3 -m pytest -q -p no:cacheprovider -n 4 models/tests/test_ops_cuda.py \
+  op_env python3 -m pytest -q -p no:cacheprovider -n 8 models/tests/test_ops_cuda.py \
     models/tests/test_ms_deform_op.py
 }
 
@@ -201,7 +223,7 @@ serve() {
   use_sysroot
   GATESCOPE_SERVER_LD_LIBRARY_PATH=$LD_LIBRARY_PATH LD_LIBRARY_PATH=$python_ld \
     op_env python3 scripts/gpu/serve_check.py --build "$BUILD" --models "$CARRY/models" \
-    --inputs "$CARRY/inputs" --json "$OUT/serve.json"
+    --inputs "$CARRY/inputs" --json "$OUT/serve.json" ${GPU_CHECK_SERVE_ARGS:-}
 }
 
 # The built binaries go back through $OUT, so that a later run on a fresh machine can
@@ -218,9 +240,9 @@ reuse_artifacts() {
 
 # `run` starts each stage in a fresh bash under `timeout`, which sees these.
 export REPO OUT CARRY PREFIX SYS BUILD
-export -f use_sysroot unpack_sysroot facts torch_prefix hide_torch_protobuf configure build_ops build_server \
-  kernel_tests sanitize_kernels op_env op_tests bench compat serve pack_artifacts \
-  reuse_artifacts
+export -f use_sysroot unpack_sysroot facts torch_prefix hide_torch_protobuf configure \
+  links_shared_libstdcxx build_ops build_server kernel_tests sanitize_kernels op_env op_tests \
+  bench compat serve pack_artifacts reuse_artifacts
 
 wants facts && run facts 30 bash -c facts
 server_pid=""

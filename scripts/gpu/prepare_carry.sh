@@ -12,14 +12,18 @@
 #   models/                   the model repository, or the part of it --models names
 # The carry limit of a device run is 64 MiB including the working tree, which the shipped
 # models alone exceed: --models picks the ones to take in this run.
-# Usage: scripts/gpu/prepare_carry.sh [--models first|rest|all|NAME,NAME...]
+# Usage: scripts/gpu/prepare_carry.sh [--models first|rest|all|NAME,NAME...] [--artifacts FILE]
+# --artifacts: the artifacts.tar.xz an earlier device run wrote (server, perf tool, op library,
+# kernel tests built there), for `gpu_check.sh facts reuse compat serve`, which builds nothing.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 MODELS=first
+ARTIFACTS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --models) MODELS="$2"; shift 2 ;;
-    *) echo "usage: $0 [--models first|rest|all|NAME,...]" >&2; exit 2 ;;
+    --artifacts) ARTIFACTS=$(realpath "$2"); shift 2 ;;
+    *) echo "usage: $0 [--models first|rest|all|NAME,...] [--artifacts FILE]" >&2; exit 2 ;;
   esac
 done
 OUT=.gpu_carry
@@ -93,4 +97,5 @@ case "$MODELS" in
   *) names=$(echo "$MODELS" | tr ',' ' ') ;;
 esac
 for n in $names; do cp -r "model_repository/$n" "$OUT/models/"; done
+[ -z "$ARTIFACTS" ] || cp "$ARTIFACTS" "$OUT/artifacts.tar.xz"
 du -sh "$OUT" "$OUT"/* | sed 's/^/prepare_carry: /'

@@ -1,0 +1,96 @@
+"""The GPU check's host-side scripts run here, on the CPU: serve_check.py's repository copies
+(hard-linked versions, one instance group, the same batching on both sides), its comparison
+(a planted difference is reported) and a whole run with CPU instances on both sides against
+the real server, which must find every answer equal; torchscript_reference.py and
+torchscript_compat.py under one torch, which must agree."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from server_harness import BUILD, REPO
+
+TOOL = REPO / "scripts" / "gpu" / "serve_check.py"
+_spec = importlib.util.spec_from_file_location("serve_check", TOOL)
+serve_check = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(serve_check)
+
+
+def models_dir(tmp_path, *names):
+    out = tmp_path / "models"
+    out.mkdir()
+    for name in names:
+        (out / name).symlink_to(REPO / "model_repository" / name)
+    return out
+
+
+def test_repository_copy_has_one_instance_group_and_equal_batching(tmp_path):
+    models = models_dir(tmp_path, "dgvit_fmnist", "dgt_wordnet")
+    serve_check.write_repository(models, tmp_path / "gpu", "KIND_GPU", 64)
+    for name in ("dgvit_fmnist", "dgt_wordnet"):
+        config = (tmp_path / "gpu" / name / "config.pbtxt").read_text()
+        assert config.count("instance_group") == 1 and "kind: KIND_GPU count: 1" in config
+        assert "max_batch_size: 64" in config and "max_queue_delay_microseconds: 500" in config
+        assert "preferred_batch_size" not in config
+        version = tmp_path / "gpu" / name / "1"
+        assert not version.is_symlink() and (version / "model.pt").is_file()
+        assert (version / "model.pt").read_bytes()[:4] == (
+            REPO / "model_repository" / name / "1" / "model.pt").read_bytes()[:4]
+
+
+def test_compare_reports_float_error_and_unequal_items():
+    cpu = {"logits": np.array([[1.0, -20.0]]), "label": np.array([3, 4])}
+    gpu = {"logits": np.array([[1.0 + 1e-6, -20.0 + 4e-5]]), "label": np.array([3, 5])}
+    errors = serve_check.compare(cpu, gpu)
+    assert abs(errors["logits"] - 2e-6) < 1e-9  # scaled: 4e-5 / 20
+    assert errors["label"] == 0.5
+    assert serve_check.compare(cpu, {"label": gpu["label"]})["logits"] == float("inf")
+
+
+def test_cpu_against_cpu_run_finds_equal_answers(tmp_path):
+    inputs = tmp_path / "inputs"
+    subprocess.run(["/usr/bin/python3", str(REPO / "models/tools/write_fashion_mnist_png.py"),
+                    "--out", str(inputs / "fmnist"), "--count", "3"], check=True,
+                   capture_output=True, timeout=120)
+    (inputs / "texts").mkdir()
+    for i, text in enumerate(["a small domesticated feline", "caf\u00e9 \U0001F600 " * 30]):
+        (inputs / "texts" / f"{i}.txt").write_text(text, encoding="utf-8")
+    report = tmp_path / "serve.json"
+    done = subprocess.run(
+        [sys.executable, str(TOOL), "--build", str(BUILD), "--inputs", str(inputs),
+         "--models", str(models_dir(tmp_path, "vit_fmnist", "dgt_wordnet")),
+         "--json", str(report), "--second-kind", "KIND_CPU", "--perf", "none"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    answers = {a["model"]: a for a in json.loads(report.read_text())["answers"]}
+    assert set(answers) == {"vit_fmnist", "dgt_wordnet"}
+    assert answers["vit_fmnist"]["inputs"] == "3 fmnist"
+    assert answers["dgt_wordnet"]["inputs"] == "2 texts"
+    for a in answers.values():
+        assert a["ok"] and a["notes"] == []
+        assert "logits" in a["errors"] and max(a["errors"].values()) <= 1e-5
+    assert "| vit_fmnist | 3 fmnist |" in report.with_suffix(".md").read_text()
+
+
+def test_torchscript_reference_and_compat_agree_on_this_torch(tmp_path):
+    """scripts/gpu/torchscript_reference.py writes 1.13's outputs; torchscript_compat.py,
+    run by the same torch, must find them again (the device run compares 2.11 with them)."""
+    models = models_dir(tmp_path, "vit_fmnist", "dgt_wordnet")
+    gpu = REPO / "scripts" / "gpu"
+    subprocess.run(["/usr/bin/python3", str(gpu / "torchscript_reference.py"), "--repo",
+                    str(models), "--out", str(tmp_path)], check=True, capture_output=True,
+                   timeout=300)
+    report = tmp_path / "compat.json"
+    done = subprocess.run(
+        ["/usr/bin/python3", str(gpu / "torchscript_compat.py"), "--ref",
+         str(tmp_path / "torchscript_reference.pt"), "--repo", str(models), "--devices", "cpu",
+         "--json", str(report)], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(report.read_text())["models"]
+    assert set(result) == {"vit_fmnist", "dgt_wordnet"}
+    for name, r in result.items():
+        assert r["cpu"]["loaded"] and r["cpu"]["max_scaled"] <= 1e-4, (name, r)
