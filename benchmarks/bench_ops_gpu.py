@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The five fused ops on CUDA vs their honest competitors of the same shape, in one run
-(../shared/GPU.md, step 2). Sized for one ~90 s run on a scarce machine: what is left after
+(docs/gpu.md). Sized for one ~90 s run on a scarce machine: what is left after
 --budget-s is skipped, and one op's failure is reported without stopping the others.
 
 What is compared (ours = torch.ops.gatescope.*; goal as ours/competitor time unless noted):
@@ -412,7 +412,10 @@ def main():
     met = [r["met"] for r in rows if r["met"] is not None]
     print(f"goals met: {sum(met)}/{len(met)}; rows {len(rows)}; "
           f"{time.perf_counter() - bench.deadline + a.budget_s:.1f} s")
+    # A missed goal is a measurement; a failed section, an error or a non-finite output is not.
+    broken = [r for r in rows if r.get("finite") is False or any(k.endswith("_error") for k in r)]
+    return 1 if failures or broken else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

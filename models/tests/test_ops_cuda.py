@@ -3,7 +3,7 @@ plug_attention against the CPU kernel and the float64 eager reference (ms_deform
 cases live in test_ms_deform_op.py). Every case needs a CUDA device and an op library built
 against a CUDA LibTorch (scripts/gpu/gpu_check.sh); without one the module is skipped.
 
-Tolerances (../shared/GPU.md, step 1): float32 within 1e-4 and float16 within 2e-3 of the
+Tolerances (docs/gpu.md): float32 within 1e-4 and float16 within 2e-3 of the
 reference, as max |out - ref| / max(1, |ref|); float16 cases compare with the reference on the
 float16-rounded inputs, so only the kernel's own arithmetic is measured."""
 import os

@@ -2,8 +2,8 @@
 # The device validation in one command, run on a machine with an NVIDIA GPU, CUDA (nvcc) and
 # a CUDA PyTorch as python3, after scripts/gpu/prepare_carry.sh has written .gpu_carry/ on a
 # Debian 12 machine (the server's C++ dependencies, inputs, references, models). Stages, in
-# the order of ../shared/GPU.md's checklist, each bounded in time and independent of the
-# others' outcome (a failed stage is reported and the rest still run):
+# order of priority (docs/gpu.md), each bounded in time and independent of the others'
+# outcome (a failed stage is reported and the rest still run):
 #   facts    the machine: GPU, driver, torch, compilers
 #   build    op library + CUDA kernel tests against the device's CUDA LibTorch; the server
 #            and gatescope-perf against the same LibTorch and the carried packages
@@ -16,7 +16,9 @@
 #            in-process GPU throughput (scripts/gpu/serve_check.py)
 #   reuse    instead of build: the binaries an earlier run packed (.gpu_carry/artifacts.tar.xz)
 # Writes into $OUT (default ./gpu_out): report.md (summary), log.txt (every stage's output),
-# each stage's JSON and artifacts.tar.xz (the binaries built). docs/gpu.md says how to run it.
+# each stage's JSON and artifacts.tar.xz (the binaries built), and exits 1 when a stage
+# failed. A stage that would find nothing to check (no device, every test skipped) fails.
+# Builds into build-gpu/ (never the CPU build). docs/gpu.md says how to run it.
 # Usage: scripts/gpu/gpu_check.sh [STAGE ...] (default: all but reuse). Environment:
 # GPU_CHECK_BUDGET_S (seconds; stages that would not fit are skipped), GPU_CHECK_BUILD_DIR,
 # GPU_CHECK_CMAKE_ARGS, GPU_CHECK_SERVE_ARGS (e.g. "--perf none").
@@ -27,9 +29,9 @@ OUT=${OUT:-$REPO/gpu_out}
 CARRY=$REPO/.gpu_carry
 PREFIX=/tmp/gatescope-sysroot
 SYS=$PREFIX/usr
-BUILD=${GPU_CHECK_BUILD_DIR:-$REPO/build}
+BUILD=${GPU_CHECK_BUILD_DIR:-$REPO/build-gpu}
 START=$(date +%s)
-BUDGET_S=${GPU_CHECK_BUDGET_S:-540}  # stages that would not fit are skipped, not cut
+BUDGET_S=${GPU_CHECK_BUDGET_S:-540}  # a stage gets at most what is left; under 20 s, none
 STAGES=${*:-facts build kernels ops bench compat serve}
 mkdir -p "$OUT"
 REPORT=$OUT/report.md
@@ -37,8 +39,8 @@ LOG=$OUT/log.txt
 : >"$LOG"
 echo "# gatescope GPU check $(date -u +%FT%TZ)" >"$REPORT"
 export PYTHONUNBUFFERED=1
-# The system compiler: the configuration that built a working op library and server on the
-# device image (2026-11-27), whose PATH puts a g++ wrapper first.
+# The system compiler, not whatever g++ the PATH finds first (a wrapper script on the device
+# image): the configuration whose op library and server passed (links_shared_libstdcxx).
 if [ -z "${CXX:-}" ] && [ -x /usr/bin/g++ ]; then
   export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
 fi
@@ -64,7 +66,7 @@ run() {
   tail -n 15 "$OUT/.stage.$name.log"
   rm -f "$OUT/.stage.$name.log"
   local verdict="pass"
-  [ $rc -ne 0 ] && verdict="FAIL (exit $rc$([ $rc -eq 124 ] && echo ', timed out'))"
+  [ $rc -ne 0 ] && verdict="FAIL (exit $rc$( ((rc == 124 || rc == 137)) && echo ', timed out'))"
   note "- $name: $verdict in $(($(date +%s) - t0)) s"
   return $rc
 }
@@ -132,15 +134,23 @@ torch_prefix() { env -u LD_LIBRARY_PATH python3 -c "import torch; print(torch.ut
 
 # PyTorch's wheels (2.11 too) carry protobuf headers of their own among Torch's include
 # directories, which would shadow the carried protobuf that protoc's generated code needs.
-# The device machine is disposable: such headers are moved aside, and the log says so.
+# They are moved aside for the build and put back when this script ends.
 hide_torch_protobuf() {
   local inc
   inc=$(env -u LD_LIBRARY_PATH python3 -c "import torch.utils.cpp_extension as c; print(c.include_paths()[0])")
   if [ -d "$inc/google/protobuf" ]; then
-    mv "$inc/google" "$inc/google.hidden-by-gpu-check" && echo "moved aside: $inc/google"
+    mv "$inc/google" "$inc/google.hidden-by-gpu-check" && echo "$inc" >"$OUT/.hidden_torch_google" &&
+      echo "moved aside until the end: $inc/google"
   else
     echo "no protobuf headers among Torch's ($inc)"
   fi
+}
+
+restore_torch_protobuf() {
+  [ -f "$OUT/.hidden_torch_google" ] || return 0
+  local inc
+  inc=$(cat "$OUT/.hidden_torch_google")
+  mv "$inc/google.hidden-by-gpu-check" "$inc/google" && rm -f "$OUT/.hidden_torch_google"
 }
 
 # One build tree: the op library and its kernel tests first; the server targets after.
@@ -155,17 +165,16 @@ configure() {
     echo "configured with the server"
   else
     echo "configure with the server FAILED; op library only"
-    rm -rf "$BUILD"
+    rm -rf "$BUILD"  # build-gpu/ or GPU_CHECK_BUILD_DIR: this script's own tree
     cmake -S . -B "$BUILD" "${common[@]}" -DGATESCOPE_BUILD_SERVER=OFF || return 1
     return 3
   fi
 }
 
-# One device build (2026-11-27; compilers given as -D options, the PATH's g++ a wrapper)
-# linked a private copy of libstdc++ into the op library (no libstdc++.so.6 needed, 631 std::
-# symbols defined): in a process that has the shared one too, the first TORCH_CHECK with a
-# formatted message crashed in a locale facet. The cause was not established; the build with
-# CXX / CUDAHOSTCXX set (above) linked it dynamically. Such a binary fails the build here.
+# A binary with a private copy of libstdc++ linked in crashes in a process that has the
+# shared one too: the first TORCH_CHECK with a formatted message failed in a locale facet
+# (docs/gpu.md; one device build did that, for a cause not established). Such a binary fails
+# the build here.
 links_shared_libstdcxx() {
   readelf -d "$1" | grep -q 'NEEDED.*libstdc++' || {
     echo "$1 has libstdc++ linked in statically: refused"; return 1; }
@@ -184,7 +193,15 @@ build_server() {
   links_shared_libstdcxx "$BUILD/server/gatescope-server"
 }
 
-kernel_tests() { (cd "$BUILD" && ctest -L gpu --output-on-failure -j 5 --timeout 120); }
+# Each check fails when it would check nothing: no tests, no device, skipped cases.
+kernel_tests() {
+  local out rc
+  out=$(cd "$BUILD" && ctest -L gpu --no-tests=error --output-on-failure -j 5 --timeout 120)
+  rc=$?
+  echo "$out"
+  [ $rc -eq 0 ] || return $rc
+  ! grep -q "(Skipped)" <<<"$out" || { echo "kernel tests skipped: no device?"; return 1; }
+}
 
 sanitize_kernels() {
   local rc=0 t
@@ -195,7 +212,8 @@ sanitize_kernels() {
   wait
   for t in dgsa dar gdla ms_deform plug; do
     echo "--- memcheck $t: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/.san_$t" | tr '\n' ' ')"
-    grep -q "ERROR SUMMARY: 0 errors" "$OUT/.san_$t" || { rc=1; head -40 "$OUT/.san_$t"; }
+    grep -q "ERROR SUMMARY: 0 errors" "$OUT/.san_$t" && grep -q "PASSED" "$OUT/.san_$t" &&
+      ! grep -q "SKIPPED" "$OUT/.san_$t" || { rc=1; head -40 "$OUT/.san_$t"; }
   done
   rm -f "$OUT"/.san_*
   return $rc
@@ -205,14 +223,22 @@ op_env() {
   env GATESCOPE_OPS_LIB="$BUILD/models/ops/libgatescope_ops.so" PYTHONPATH="$REPO/models" "$@"
 }
 
+have_cuda() { python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; }
+
 op_tests() {
+  have_cuda || { echo "no CUDA device visible to torch"; return 1; }
   op_env python3 -m pytest -q -p no:cacheprovider -n 8 models/tests/test_ops_cuda.py \
     models/tests/test_ms_deform_op.py
 }
 
-bench() { op_env python3 benchmarks/bench_ops_gpu.py --budget-s 60 --json "$OUT/bench_ops.json" | tee "$OUT/.bench.txt"; }
+bench() {
+  set -o pipefail
+  op_env python3 benchmarks/bench_ops_gpu.py --budget-s 60 --json "$OUT/bench_ops.json" |
+    tee "$OUT/.bench.txt"
+}
 
 compat() {
+  set -o pipefail
   op_env python3 scripts/gpu/torchscript_compat.py --ref "$CARRY/torchscript_reference.pt" \
     --repo "$CARRY/models" --devices cpu,cuda --json "$OUT/compat.json" | tee "$OUT/.compat.txt"
 }
@@ -241,8 +267,9 @@ reuse_artifacts() {
 # `run` starts each stage in a fresh bash under `timeout`, which sees these.
 export REPO OUT CARRY PREFIX SYS BUILD
 export -f use_sysroot unpack_sysroot facts torch_prefix hide_torch_protobuf configure \
-  links_shared_libstdcxx build_ops build_server kernel_tests sanitize_kernels op_env op_tests \
-  bench compat serve pack_artifacts reuse_artifacts
+  links_shared_libstdcxx build_ops build_server kernel_tests sanitize_kernels op_env have_cuda \
+  op_tests bench compat serve pack_artifacts reuse_artifacts
+trap restore_torch_protobuf EXIT
 
 wants facts && run facts 30 bash -c facts
 server_pid=""
@@ -253,7 +280,8 @@ if wants build; then
   run build-ops 240 bash -c "use_sysroot; build_ops"
   if [ $configured -eq 0 ]; then
     # The server compiles while the op checks run; its log joins the report when it ends.
-    (timeout 360 bash -c "use_sysroot; build_server" >"$OUT/.server_build.log" 2>&1
+    (timeout $((BUDGET_S - $(elapsed))) bash -c "use_sysroot; build_server" \
+       >"$OUT/.server_build.log" 2>&1
      echo $? >"$OUT/.server_build.rc") &
     server_pid=$!
   fi
@@ -277,8 +305,13 @@ if [ -n "$server_pid" ]; then
   wait "$server_pid"
   { echo "===== build-server"; cat "$OUT/.server_build.log"; } >>"$LOG"
   tail -n 20 "$OUT/.server_build.log"
-  note "- build-server: exit $(cat "$OUT/.server_build.rc") at $(elapsed) s"
-  run pack 60 bash -c pack_artifacts
+  server_rc=$(cat "$OUT/.server_build.rc")
+  if [ "$server_rc" -eq 0 ]; then
+    note "- build-server: pass at $(elapsed) s"
+    run pack 60 bash -c pack_artifacts
+  else
+    note "- build-server: FAIL (exit $server_rc) at $(elapsed) s"
+  fi
 fi
 wants serve && run serve 200 bash -c serve
 note "- total: $(elapsed) s"
@@ -291,3 +324,4 @@ note "- total: $(elapsed) s"
 } >>"$REPORT"
 rm -f "$OUT"/.stage.*.log "$OUT"/.server_build.* "$OUT"/.bench.txt "$OUT"/.compat.txt "$OUT"/.sanitizer.out
 cat "$REPORT"
+! grep -q "^- [a-z-]*: \(FAIL\|skipped\)" "$REPORT"

@@ -17,10 +17,11 @@ compared; then a rough warm time of one forward (best of 3, synchronised on CUDA
 TF32 is off unless --tf32, so CUDA errors measure real differences, not reduced precision.
 Every exception is caught per model and device; the run always ends with a JSON report
 (--json, rewritten after every model) and a compact table on stdout; the exit status is 1
-when any model errs, differs structurally or exceeds its tolerance.
+when any model errs, differs structurally or exceeds its tolerance, when a requested device
+is missing, or when no model was checked.
 
-  python3 scripts/gpu/torchscript_compat.py --ref build/gpu_carry/torchscript_reference.pt \
-      --devices cpu,cuda --json build/gpu_carry/compat.json
+  python3 scripts/gpu/torchscript_compat.py --ref .gpu_carry/torchscript_reference.pt \
+      --devices cpu,cuda --json gpu_out/compat.json
 """
 import argparse
 import json
@@ -145,7 +146,7 @@ def fmt(res, tol):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ref", default=str(ROOT / "build/gpu_carry/torchscript_reference.pt"))
+    p.add_argument("--ref", default=str(ROOT / ".gpu_carry/torchscript_reference.pt"))
     p.add_argument("--repo", default=str(ROOT / "model_repository"))
     p.add_argument("--devices", default="cpu,cuda")
     p.add_argument("--models", default="", help="comma-separated subset (default: all)")
@@ -158,8 +159,9 @@ def main():
     report = {"torch": str(torch.__version__), "cuda": torch.version.cuda,
               "cuda_available": torch.cuda.is_available(), "models": {}}
     devices = [d for d in a.devices.split(",") if d]
-    if "cuda" in devices and not torch.cuda.is_available():
-        report["notes"] = "cuda requested but not available: skipped"
+    missing_device = "cuda" in devices and not torch.cuda.is_available()
+    if missing_device:  # reported, and the run fails: a device check that checked no device
+        report["notes"] = "cuda requested but not available"
         devices.remove("cuda")
     if torch.cuda.is_available():
         report["gpu"] = torch.cuda.get_device_name(0)
@@ -211,6 +213,9 @@ def main():
               f"{fmt(cuda, a.cuda_tol):9} {ms!s:8} {'; '.join(notes)}")
     print(f"({report['seconds']} s; scaled error |a-b|/max(1,|b|) over forward x3 + explain; "
           f"'!' above tolerance cpu {a.cpu_tol:g} / cuda {a.cuda_tol:g})")
+    if not report["models"] or missing_device:
+        print("nothing checked on a requested device" if missing_device else "no model checked")
+        return 1
     return 1 if failed else 0
 
 

@@ -17,7 +17,7 @@ server runs) and one explain pass on the first example (explain_begin / explain_
 every layer / explain_end; segmenters with the query [0.5, 0.5]), and saves everything
 (CPU tensors, torch.save, weights_only-loadable) into <out>/torchscript_reference.pt.
 
-  /usr/bin/python3 scripts/gpu/torchscript_reference.py --out build/gpu_carry
+  /usr/bin/python3 scripts/gpu/torchscript_reference.py --out .gpu_carry
 """
 import argparse
 import json
@@ -104,7 +104,7 @@ def entry_for(path):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--repo", default=str(ROOT / "model_repository"))
-    p.add_argument("--out", default=str(ROOT / "build/gpu_carry"))
+    p.add_argument("--out", default=str(ROOT / ".gpu_carry"))
     a = p.parse_args()
     torch.set_num_threads(2)
     print("ops:", load_ops())

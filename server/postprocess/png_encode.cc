@@ -111,7 +111,7 @@ absl::StatusOr<std::string> EncodePng(const cv::Mat& image) {
     written = PngWriteImage(png, info, image, *colour_type);
   }
   png_destroy_write_struct(&png, created ? &info : nullptr);
-  if (!created) return absl::ResourceExhaustedError("no memory for a PNG writer");
+  if (!created) return absl::InternalError("no memory for a PNG writer");
   if (!written) return absl::InternalError(absl::StrCat("PNG encoding failed: ", sink.message));
   sink.bytes.shrink_to_fit();
   return std::move(sink.bytes);

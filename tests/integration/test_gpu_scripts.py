@@ -50,6 +50,34 @@ def test_compare_reports_float_error_and_unequal_items():
     assert serve_check.compare(cpu, {"label": gpu["label"]})["logits"] == float("inf")
 
 
+class FakeClient:
+    """Answers KServe calls with fixed outputs per example: logits and a mask; `shift` moves
+    the logits, `flip` changes one mask item."""
+
+    def __init__(self, shift=0.0, flip=False):
+        self.shift, self.flip = shift, flip
+
+    def infer(self, model, inputs):
+        n = len(next(iter(inputs.values())))
+        mask = np.zeros((n, 64, 64), dtype=np.uint8)  # one item: under 1e-3 of them
+        if self.flip:
+            mask[0, 1, 2] = 1
+        return {"logits": np.ones((n, 3), dtype=np.float32) + self.shift, "mask": mask}
+
+
+def test_answers_ok_needs_close_floats_and_equal_integers(tmp_path):
+    (tmp_path / "fmnist").mkdir()
+    for i in range(2):
+        (tmp_path / "fmnist" / f"{i}.png").write_bytes(b"stand-in")
+    check = lambda gpu: serve_check.check_answers("vit_fmnist", {"cpu": FakeClient(), "gpu": gpu},
+                                                  tmp_path, "input")
+    assert check(FakeClient(shift=1e-5))["ok"]
+    loose = check(FakeClient(shift=1e-2))
+    assert not loose["ok"] and loose["errors"]["logits"] > 1e-3
+    flipped = check(FakeClient(flip=True))
+    assert not flipped["ok"] and 0 < flipped["errors"]["mask"] < 1e-3
+
+
 def test_cpu_against_cpu_run_finds_equal_answers(tmp_path):
     inputs = tmp_path / "inputs"
     subprocess.run(["/usr/bin/python3", str(REPO / "models/tools/write_fashion_mnist_png.py"),
