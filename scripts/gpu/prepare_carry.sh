@@ -64,6 +64,12 @@ boost_used=$(g++ -std=c++17 -M -MG -I. server/http/http_server.cc 2>/dev/null | 
 mkdir -p "$work/boost_keep"
 printf '%s\n' $boost_used | tar -C "$root/usr/include" -cf - -T - | tar -C "$work/boost_keep" -xf -
 rm -rf "$root/usr/include/boost" && mv "$work/boost_keep/boost" "$root/usr/include/boost"
+# A run that reuses built binaries needs the libraries only.
+if [ -n "$ARTIFACTS" ]; then
+  rm -rf "$root/usr/include" "$root/usr/bin" "$root/usr/share" \
+    "$root/usr/lib/x86_64-linux-gnu/cmake" "$root/usr/lib/x86_64-linux-gnu/pkgconfig"
+  find "$root" -name '*.a' -delete
+fi
 XZ_OPT="-6 -T0" tar -C "$root" -cJf "$OUT/sysroot.tar.xz" .
 
 # Inputs for the serving check: Fashion-MNIST items, Colin27 slices, detection scenes, texts.
@@ -99,3 +105,10 @@ esac
 for n in $names; do cp -r "model_repository/$n" "$OUT/models/"; done
 [ -z "$ARTIFACTS" ] || cp "$ARTIFACTS" "$OUT/artifacts.tar.xz"
 du -sh "$OUT" "$OUT"/* | sed 's/^/prepare_carry: /'
+# What a device run sends: this folder and the working tree without the model repository,
+# checkpoints and pictures, which stay behind (docs/gpu.md).
+tree=$(git ls-files -z --cached --others --exclude-standard -- . ':!model_repository' \
+         ':!models/checkpoints' ':!docs/images' | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+total=$(( (tree + $(du -sb "$OUT" | cut -f1)) / 1048576 ))
+echo "prepare_carry: ${total} MiB with the working tree (a device run takes at most 64)"
+[ "$total" -lt 64 ] || { echo "prepare_carry: too large: carry fewer models" >&2; exit 1; }
