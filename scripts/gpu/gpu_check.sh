@@ -280,7 +280,8 @@ if wants build; then
   run build-ops 240 bash -c "use_sysroot; build_ops"
   if [ $configured -eq 0 ]; then
     # The server compiles while the op checks run; its log joins the report when it ends.
-    (timeout $((BUDGET_S - $(elapsed))) bash -c "use_sysroot; build_server" \
+    left=$((BUDGET_S - $(elapsed))); [ "$left" -gt 0 ] || left=1
+    (timeout "$left" bash -c "use_sysroot; build_server" \
        >"$OUT/.server_build.log" 2>&1
      echo $? >"$OUT/.server_build.rc") &
     server_pid=$!
