@@ -159,6 +159,9 @@ configure() {
   local common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGATESCOPE_WERROR=OFF
                 -DGATESCOPE_CUDA_ARCHS=90 -DCMAKE_CUDA_COMPILER="$(command -v nvcc)"
                 -DCMAKE_PREFIX_PATH="$(torch_prefix);$SYS" ${GPU_CHECK_CMAKE_ARGS:-})
+  [ -d "$SYS/include" ] || {
+    echo "the carried sysroot has no headers: it was prepared for a reuse run (--artifacts)"
+    return 1; }
   echo "cmake arguments: ${common[*]}"
   hide_torch_protobuf
   if cmake -S . -B "$BUILD" "${common[@]}" -DGATESCOPE_BUILD_SERVER=ON; then
