@@ -31,6 +31,8 @@ import numpy as np
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "client" / "python"))
 sys.path.insert(0, str(REPO / "models"))
+sys.path.insert(0, str(REPO / "tests" / "integration"))  # server_harness: test code, not installed
+import server_harness  # noqa: E402
 from gatescope_client.client import Client  # noqa: E402
 
 # Which carried inputs a model reads: by the name of its training data.
@@ -40,11 +42,9 @@ FLOAT_TOLERANCE = 1e-3
 
 
 def server_env():
-    env = dict(os.environ)
+    """The servers' environment on top of this one: the carried libraries, when given."""
     extra = os.environ.get("GATESCOPE_SERVER_LD_LIBRARY_PATH")
-    if extra:
-        env["LD_LIBRARY_PATH"] = extra
-    return env
+    return {"LD_LIBRARY_PATH": extra} if extra else None
 
 
 def link_or_copy(src, dst):
@@ -73,26 +73,6 @@ def write_repository(models, out, kind, max_batch):
                         config)
         config += f"\ninstance_group [ {{ kind: {kind} count: 1 }} ]\n"
         (dst / "config.pbtxt").write_text(config)
-
-
-def start_server(build, repo, tmp, name, threads):
-    port_file = tmp / f"{name}.ports"
-    log = open(tmp / f"{name}.log", "w")
-    cmd = [str(build / "server" / "gatescope-server"), f"--model_repository={repo}",
-           f"--ops_library={build / 'models' / 'ops' / 'libgatescope_ops.so'}",
-           "--grpc_port=0", "--metrics_port=0", "--http_port=0", f"--port_file={port_file}",
-           f"--torch_threads={threads}"]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=server_env())
-    log.close()  # the server holds its own descriptor
-    deadline = time.time() + 90
-    while not port_file.exists():
-        if proc.poll() is not None or time.time() > deadline:
-            proc.kill()
-            proc.wait()
-            raise RuntimeError(f"{name} server did not start:\n{(tmp / f'{name}.log').read_text()[-3000:]}")
-        time.sleep(0.1)
-    ports = dict(kv.split("=") for kv in port_file.read_text().split())
-    return proc, ports
 
 
 def input_files(model, inputs_dir):
@@ -183,7 +163,8 @@ def perf_server(build, address, model, files, concurrency):
     cmd = [str(build / "client" / "gatescope-perf"), "--server", address, "--model", model,
            f"--concurrency={concurrency}", "--warmup-ms=700", "--window-ms=1000",
            "--max-windows=4", "--format=json", *map(str, files)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=server_env())
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **(server_env() or {})})
     lines = [l for l in done.stdout.splitlines() if l.startswith("{")]
     if not lines:
         raise RuntimeError(f"gatescope-perf failed: {done.stderr[-800:]}")
@@ -251,14 +232,18 @@ def main():
                     help="the second server's instances (KIND_CPU: a dry run without a GPU)")
     args = ap.parse_args()
     args.build, args.models, args.inputs = (p.resolve() for p in (args.build, args.models, args.inputs))
+    server_harness.BUILD = args.build  # the server, op library and perf tool of this build
     tmp = pathlib.Path(tempfile.mkdtemp(dir=args.build))  # beside the models: hard links
     report = {"answers": [], "overhead": []}
     servers = {}
     try:
         for side, kind in (("cpu", "KIND_CPU"), ("gpu", args.second_kind)):
             write_repository(args.models, tmp / side, kind, args.max_batch)
-            servers[side] = start_server(args.build, tmp / side, tmp, side, 4)
-        clients = {s: Client(f"http://127.0.0.1:{p['http']}", timeout=120) for s, (_, p) in servers.items()}
+            (tmp / f"{side}_run").mkdir()
+            servers[side] = server_harness.start_server(
+                tmp / f"{side}_run", tmp / side, extra=["--torch_threads=4"], env=server_env())
+        clients = {s: Client(f"http://127.0.0.1:{srv.http_port}", timeout=120)
+                   for s, srv in servers.items()}
         for model in sorted(p.name for p in args.models.iterdir() if p.is_dir()):
             try:
                 gpu = clients["gpu"]
@@ -271,19 +256,17 @@ def main():
             if not (args.models / model).exists():
                 continue
             try:
-                report["overhead"].append(overhead(model, args, f"127.0.0.1:{servers['gpu'][1]['grpc']}"))
+                report["overhead"].append(overhead(model, args, servers["gpu"].address))
             except Exception as e:
                 report["overhead"].append({"model": model, "error": f"{type(e).__name__}: {str(e)[:300]}"})
             print(report["overhead"][-1], flush=True)
     finally:
-        for side, (proc, _) in servers.items():
-            proc.terminate()
+        for side, srv in servers.items():
             try:
-                proc.wait(timeout=20)
+                server_harness.stop_server(srv)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            report[f"{side}_server_log_tail"] = (tmp / f"{side}.log").read_text()[-4000:]
+                pass  # killed; its log still says why
+            report[f"{side}_server_log_tail"] = srv.log()[-4000:]
         shutil.rmtree(tmp, ignore_errors=True)
         args.json.write_text(json.dumps(report, indent=1, default=str))
         args.json.with_suffix(".md").write_text(markdown(report))

@@ -81,9 +81,9 @@ def text_inputs(path, meta):
 
 
 def entry_for(path):
-    extra = {"gatescope.json": ""}
-    model = torch.jit.load(str(path), map_location="cpu", _extra_files=extra).eval()
-    meta = json.loads(extra["gatescope.json"])
+    from gatescope.export.archive import read_metadata
+    model = torch.jit.load(str(path), map_location="cpu").eval()
+    meta = read_metadata(path)
     task, args = meta["task"], torch.zeros(0, dtype=torch.float64)
     if task == "text_classification":
         inputs, explain_inputs = text_inputs(path, meta)
