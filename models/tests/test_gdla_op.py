@@ -4,6 +4,7 @@ import torch
 
 from baseline_isa import printed_without_avx2
 from gatescope.attention.gdla import GATE_KINDS, gdla_reference
+from op_errors import scaled_error
 
 SHAPES = [
     (1, 1, 1, 8),      # single token
@@ -30,11 +31,6 @@ def reference64(q, k, v, g, lam, w, eps=1e-5, gate=0):
     return gdla_reference(q.double(), k.double(), v.double(), g.double(), lam.double(),
                           None if w is None else w.double(), eps, gate)
 
-
-def scaled_error(out, ref):
-    """max |out - ref| / max(1, |ref|): absolute below 1, relative above."""
-    ref = ref.double()
-    return float(((out.double() - ref).abs() / ref.abs().clamp_min(1.0)).max())
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from gatescope.attention.ms_deform import level_start_index, ms_deform_attn_reference
+from op_errors import scaled_error
 
 # The public Deformable-DETR test problem: N, M, D = 1, 2, 2; Lq, L, P = 2, 2, 2.
 SMALL_LEVELS = [(6, 4), (3, 2)]
@@ -36,11 +37,6 @@ def reference64(value, shapes, loc, w):
     """The eager reference in float64 on the given (possibly rounded) values."""
     return ms_deform_attn_reference(value.double(), shapes, loc.double(), w.double())
 
-
-def scaled_error(out, ref):
-    """max |out - ref| / max(1, |ref|): absolute below 1, relative above."""
-    ref = ref.double()
-    return float(((out.double() - ref).abs() / ref.abs().clamp_min(1.0)).max())
 
 
 def test_public_test_problem_float64(ops):

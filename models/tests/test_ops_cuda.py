@@ -15,6 +15,7 @@ from gatescope.attention.dar import dar_reference
 from gatescope.attention.dgsa import dgsa_reference
 from gatescope.attention.gdla import gdla_reference
 from gatescope.attention.plug import plug_reference
+from op_errors import scaled_error
 
 # GATESCOPE_OPS_TEST_DEVICE=cpu runs the same cases against the CPU kernels: a dry run of
 # this file's inputs, references and tolerances on a machine without a device.
@@ -40,11 +41,6 @@ def cuda_ops(ops):
 def randn(gen, *shape):
     return torch.randn(*shape, generator=gen, dtype=torch.float64)
 
-
-def scaled_error(out, ref):
-    """max |out - ref| / max(1, |ref|): absolute below 1, relative above."""
-    ref = ref.double().cpu()
-    return float(((out.double().cpu() - ref).abs() / ref.abs().clamp_min(1.0)).max())
 
 
 def on_cuda(tensors, dtype):
