@@ -33,6 +33,14 @@ BUILD=${GPU_CHECK_BUILD_DIR:-$REPO/build-gpu}
 START=$(date +%s)
 BUDGET_S=${GPU_CHECK_BUDGET_S:-540}  # a stage gets at most what is left; under 20 s, none
 STAGES=${*:-facts build kernels ops bench compat serve}
+for stage in $STAGES; do
+  case "$stage" in
+    facts | build | reuse | kernels | ops | bench | compat | serve) ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu_check.sh: unknown stage '$stage' (facts build reuse kernels ops bench compat serve)" >&2
+       exit 2 ;;
+  esac
+done
 mkdir -p "$OUT"
 REPORT=$OUT/report.md
 LOG=$OUT/log.txt
