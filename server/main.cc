@@ -29,6 +29,7 @@
 #include "server/app/library_logs.h"
 #include "server/app/server.h"
 #include "server/common/log.h"
+#include "server/common/thread_scheduling.h"
 
 ABSL_FLAG(std::string, model_repository, "model_repository", "Model repository root");
 ABSL_FLAG(std::string, ops_library, gatescope::kAutoOpsLibrary,
@@ -50,6 +51,10 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(int, torch_threads, 0,
           "Intra-op threads of each forward pass, 0..1024 (0: automatic, (usable cores - 1) / "
           "--instances, at least 1; usable cores follow the CPU affinity and cgroup quota)");
+ABSL_FLAG(bool, request_threads_batch_scheduling, true,
+          "Run every thread but the forward passes' (gRPC, HTTP, decoding, control) under "
+          "Linux SCHED_BATCH, so that arriving requests do not preempt a running forward; "
+          "no privilege needed (docs/performance.md)");
 ABSL_FLAG(int, max_batch_size, 16,
           "Default largest batch per execution, 1..4096 (capped by the model; config.pbtxt "
           "overrides)");
@@ -307,6 +312,15 @@ int Run() {
     return kUsageError;
   }
   GS_LOG(INFO) << "allocator: " << DescribeAllocator();
+  // Before Server::Start: threads inherit the policy of the thread that starts them.
+  if (absl::GetFlag(FLAGS_request_threads_batch_scheduling)) {
+    const absl::Status st = SetRequestThreadsToBatchScheduling();
+    GS_LOG(INFO) << "thread scheduling: "
+                 << (st.ok() ? "request threads SCHED_BATCH, forward threads SCHED_OTHER"
+                             : absl::StrCat("unchanged (", st.message(), ")"));
+  } else {
+    GS_LOG(INFO) << "thread scheduling: unchanged (--request_threads_batch_scheduling=false)";
+  }
   const UnusedMemoryReturner returner(
       absl::Seconds(absl::GetFlag(FLAGS_return_unused_memory_seconds)));
   auto server = Server::Start(*options);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
+#include "server/common/thread_scheduling.h"
 #include "server/common/timer_slack.h"
 
 namespace gatescope {
@@ -158,6 +159,7 @@ bool DynamicBatcher::NextWork(std::vector<Entry>& expired, std::vector<Entry>& g
 
 void DynamicBatcher::WorkerLoop(Executor* instance) {
   UsePreciseTimers();  // its timed wait is the queue delay, a latency budget
+  RunAsForwardThread("gs-forward");  // request threads must not preempt its forwards
   std::vector<Entry> expired, group;
   while (NextWork(expired, group)) {
     RefuseAll(expired, Expired());
