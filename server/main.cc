@@ -60,6 +60,10 @@ ABSL_FLAG(int, max_batch_size, 16,
           "overrides)");
 ABSL_FLAG(int, max_queue_size, 256,
           "Default waiting requests per model and priority level before RESOURCE_EXHAUSTED");
+ABSL_FLAG(bool, early_batch_release, true,
+          "Run a batch before its queue delay ends when arrivals are sparse (the mean gap "
+          "between recent arrivals is longer than the rest of the delay), so a lone caller "
+          "does not wait the delay; false waits the whole delay as Triton does");
 ABSL_FLAG(int, max_queue_delay_us, 0,
           "Default dynamic-batching delay: how long the oldest request may wait for a fuller "
           "batch, 0..60000000 (config.pbtxt overrides)");
@@ -233,6 +237,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.defaults.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   o.defaults.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
   o.defaults.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  o.defaults.early_batch_release = absl::GetFlag(FLAGS_early_batch_release);
   o.defaults.instances = absl::GetFlag(FLAGS_instances);
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
   o.explain_max_bytes = absl::GetFlag(FLAGS_explain_max_bytes);

@@ -73,6 +73,7 @@ class BatchQueue {
     Entry e{std::move(payload), now, now + wait, client_deadline, shape_key, level, alone};
     levels_[level].push_back(std::move(e));
     ++size_;
+    NoteArrival(now);
     return absl::OkStatus();
   }
 
@@ -137,7 +138,9 @@ class BatchQueue {
   // service order and takes later entries of the same shape key, up to max_batch_size
   // (an `alone` entry leads a batch of one at once, and joins no other). It runs now if
   // it is full, if it reaches a preferred size (the largest one reached is used), if
-  // `flush` is set, or once its first entry has waited max_queue_delay.
+  // `flush` is set, once its first entry has waited max_queue_delay, or (with
+  // release_when_arrivals_are_sparse) once the rest of that wait is shorter than the mean
+  // gap between arrivals.
   Decision Next(absl::Time now, bool flush = false) {
     Decision d;
     std::vector<std::pair<std::deque<Entry>*, size_t>> picks;
@@ -168,8 +171,11 @@ class BatchQueue {
     for (const auto& [q, i] : picks) oldest = std::min(oldest, (*q)[i].enqueued);
     const absl::Time release = oldest + config_.max_queue_delay;
     if (!run && now >= release) run = true;
+    // Early release: the next arrival is expected no sooner than the release.
+    const absl::Duration expected_gap = ExpectedGap();
+    if (!run && now + expected_gap >= release) run = true;
     if (!run) {
-      d.wake_at = std::min(release, EarliestExpiry());
+      d.wake_at = std::min(release - expected_gap, EarliestExpiry());
       return d;
     }
     picks.resize(take);
@@ -206,6 +212,27 @@ class BatchQueue {
     }
   }
 
+  // Mean gap between arrivals (exponentially weighted, 1/8 per arrival; the first gap
+  // seeds it). A gap counts up to twice the delay: any longer gap says the same (no
+  // companion within the delay), and one idle minute must not outweigh the next burst.
+  void NoteArrival(absl::Time now) {
+    if (!config_.release_when_arrivals_are_sparse) return;
+    if (arrivals_ > 0) {
+      const absl::Duration gap =
+          std::min(std::max(now - last_arrival_, absl::ZeroDuration()),
+                   2 * config_.max_queue_delay);
+      mean_gap_ = arrivals_ == 1 ? gap : mean_gap_ + (gap - mean_gap_) / 8;
+    }
+    last_arrival_ = now;
+    if (arrivals_ < 2) ++arrivals_;
+  }
+
+  // Zero (wait the whole delay) until two arrivals have given a gap, or when off.
+  absl::Duration ExpectedGap() const {
+    return config_.release_when_arrivals_are_sparse && arrivals_ >= 2 ? mean_gap_
+                                                                       : absl::ZeroDuration();
+  }
+
   absl::Time EarliestExpiry() const {
     absl::Time t = absl::InfiniteFuture();
     for (const auto& level : levels_) {
@@ -223,6 +250,10 @@ class BatchQueue {
   std::deque<Entry> delayed_;
   std::vector<size_t> delayed_per_level_;  // entries of each level now in delayed_
   size_t size_ = 0;
+  // Arrival statistics for release_when_arrivals_are_sparse.
+  int arrivals_ = 0;  // counts to 2 only: whether mean_gap_ holds a gap yet
+  absl::Time last_arrival_;
+  absl::Duration mean_gap_ = absl::ZeroDuration();
 };
 
 }  // namespace gatescope

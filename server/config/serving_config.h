@@ -15,6 +15,8 @@ struct ServingDefaults {
   int max_batch_size = 16;        // capped by the model's own max_batch_size
   int max_queue_size = 256;       // per priority level
   absl::Duration max_queue_delay = absl::ZeroDuration();
+  // DynamicBatchingConfig::release_when_arrivals_are_sparse of every model.
+  bool early_batch_release = false;
   int instances = 1;  // CPU instances when config.pbtxt has no instance_group
 };
 

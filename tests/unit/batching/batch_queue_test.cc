@@ -215,6 +215,56 @@ TEST(BatchQueueTest, AloneEntriesLeadABatchOfOneAtOnceAndJoinNone) {
   EXPECT_EQ(q.size(), 0u);
 }
 
+DynamicBatchingConfig EarlyRelease(int max_batch, int delay_us) {
+  DynamicBatchingConfig c = Config(max_batch, delay_us);
+  c.release_when_arrivals_are_sparse = true;
+  return c;
+}
+
+TEST(BatchQueueTest, SparseArrivalsRunWithoutTheDelay) {
+  Queue q(EarlyRelease(8, 100));
+  Push(q, 1, At(0));
+  auto d = q.Next(At(0));  // no gap seen yet: waits the delay
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(*d.wake_at, At(100));
+  EXPECT_EQ(Ids(q.Next(At(100)).batch), (std::vector<int>{1}));
+  Push(q, 2, At(1000));  // gap 1000 us, counted as 200: longer than the 100 us left
+  EXPECT_EQ(Ids(q.Next(At(1000)).batch), (std::vector<int>{2}));
+  Push(q, 3, At(2000));
+  EXPECT_EQ(Ids(q.Next(At(2000)).batch), (std::vector<int>{3}));
+}
+
+TEST(BatchQueueTest, DenseArrivalsWaitUntilTheNextIsNotExpectedInTime) {
+  Queue q(EarlyRelease(8, 100));
+  for (int i = 0; i < 4; ++i) Push(q, i + 1, At(10 * i));  // gaps of 10 us
+  auto d = q.Next(At(30));
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(*d.wake_at, At(90));  // the release (100) less the mean gap (10)
+  EXPECT_TRUE(q.Next(At(89)).batch.empty());
+  EXPECT_EQ(Ids(q.Next(At(90)).batch), (std::vector<int>{1, 2, 3, 4}));
+}
+
+TEST(BatchQueueTest, OneLongGapDoesNotOutweighADenseHistory) {
+  Queue q(EarlyRelease(64, 100));
+  for (int i = 0; i < 9; ++i) Push(q, i, At(10 * i));  // mean gap 10 us
+  EXPECT_EQ(q.Next(At(100)).batch.size(), 9u);
+  Push(q, 9, At(100000));  // an idle 100 ms counts as 200 us: mean 10 + 190 / 8
+  auto d = q.Next(At(100000));
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(*d.wake_at, At(100100) - absl::Nanoseconds(33750));
+}
+
+TEST(BatchQueueTest, WithoutEarlyReleaseSparseArrivalsWaitTheDelay) {
+  Queue q(Config(8, 100));
+  for (int i = 0; i < 3; ++i) {
+    Push(q, i, At(1000 * i));
+    auto d = q.Next(At(1000 * i));
+    EXPECT_TRUE(d.batch.empty());
+    EXPECT_EQ(*d.wake_at, At(1000 * i + 100));
+    EXPECT_EQ(q.Next(At(1000 * i + 100)).batch.size(), 1u);
+  }
+}
+
 TEST(NormaliseBatchingConfigTest, RejectsBadFields) {
   auto c = Config(4, 0);
   c.preferred_batch_sizes = {8};

@@ -53,6 +53,14 @@ TEST(ServingConfigTest, DefaultsWithoutConfigFile) {
   EXPECT_EQ(plan->batching.queue_policy.max_queue_size, 256);
   EXPECT_EQ(plan->batching.queue_policy.default_timeout, absl::InfiniteDuration());
   EXPECT_EQ(plan->instances.size(), 2u);
+  EXPECT_FALSE(plan->batching.release_when_arrivals_are_sparse);
+  d.early_batch_release = true;  // a server default, with or without a config file
+  EXPECT_TRUE(MakeServingPlan(d, 8, ParseServingConfig("").value())
+                  ->batching.release_when_arrivals_are_sparse);
+  EXPECT_TRUE(MakeServingPlan(d, 8, ParseServingConfig(
+                                        "dynamic_batching { max_queue_delay_microseconds: 5 }")
+                                        .value())
+                  ->batching.release_when_arrivals_are_sparse);
 }
 
 TEST(ServingConfigTest, RejectsBadText) {
