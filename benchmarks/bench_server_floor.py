@@ -14,7 +14,7 @@ keep at most on the same core, f / (f + c), for a few f: the reach of the 85 % g
 docs/performance.md on this machine.
 
 Usage: /usr/bin/python3 benchmarks/bench_server_floor.py [--server-cores 0]
-       [--client-cores 1] [--window-ms 1500] [--delay-us 200]
+       [--client-cores 1] [--window-ms 1500] [--delay-us 200] [--server-flag=--FLAG=VALUE ...]
 """
 import argparse
 import pathlib
@@ -62,6 +62,9 @@ def main():
     ap.add_argument("--window-ms", type=int, default=1500)
     ap.add_argument("--delay-us", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=0.5, help="in-process seconds per batch")
+    ap.add_argument("--server-flag", action="append", default=[],
+                    help="extra gatescope-server flag for both servers (repeatable), e.g. "
+                         "--server-flag=--request_threads_batch_scheduling=false")
     args = ap.parse_args()
     args.threads = 1
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_floor_"))
@@ -70,10 +73,11 @@ def main():
         write_repository(repo)
         measured = in_process(NAME, args.server_cores, 1, args.seconds, repository=repo)
         inputs = write_inputs("image_classification", tmp / "inputs")
-        unbatched = serve_and_measure(repo, NAME, ["--max_batch_size=1"], args, (1, 8),
+        unbatched = serve_and_measure(repo, NAME, ["--max_batch_size=1", *args.server_flag], args, (1, 8),
                                       inputs, tmp / "unbatched")
         dynamic = serve_and_measure(
-            repo, NAME, ["--max_batch_size=32", f"--max_queue_delay_us={args.delay_us}"],
+            repo, NAME, ["--max_batch_size=32", f"--max_queue_delay_us={args.delay_us}",
+                         *args.server_flag],
             args, (1, 64), inputs, tmp / "dynamic")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
