@@ -29,7 +29,6 @@
 #include "server/app/library_logs.h"
 #include "server/app/server.h"
 #include "server/common/log.h"
-#include "server/common/thread_scheduling.h"
 
 ABSL_FLAG(std::string, model_repository, "model_repository", "Model repository root");
 ABSL_FLAG(std::string, ops_library, gatescope::kAutoOpsLibrary,
@@ -234,6 +233,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.http_port = absl::GetFlag(FLAGS_http_port);
   o.http_viewer = absl::GetFlag(FLAGS_http_viewer);
   o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
+  o.request_threads_batch_scheduling = absl::GetFlag(FLAGS_request_threads_batch_scheduling);
   o.defaults.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   o.defaults.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
   o.defaults.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
@@ -317,22 +317,14 @@ int Run() {
     return kUsageError;
   }
   GS_LOG(INFO) << "allocator: " << DescribeAllocator();
-  // Before Server::Start: threads inherit the policy of the thread that starts them.
-  if (absl::GetFlag(FLAGS_request_threads_batch_scheduling)) {
-    const absl::Status st = SetRequestThreadsToBatchScheduling();
-    GS_LOG(INFO) << "thread scheduling: "
-                 << (st.ok() ? "request threads SCHED_BATCH, forward threads SCHED_OTHER"
-                             : absl::StrCat("unchanged (", st.message(), ")"));
-  } else {
-    GS_LOG(INFO) << "thread scheduling: unchanged (--request_threads_batch_scheduling=false)";
-  }
-  const UnusedMemoryReturner returner(
-      absl::Seconds(absl::GetFlag(FLAGS_return_unused_memory_seconds)));
   auto server = Server::Start(*options);
   if (!server.ok()) {
     GS_LOG(ERROR) << server.status();
     return 1;
   }
+  // Started after the server, so that its thread has the request threads' policy.
+  const UnusedMemoryReturner returner(
+      absl::Seconds(absl::GetFlag(FLAGS_return_unused_memory_seconds)));
   std::thread waiter([&server] {
     const int sig = AwaitTerminationSignal();
     GS_LOG(INFO) << "signal " << sig << ": draining";

@@ -21,6 +21,7 @@
 #include "server/batching/preparing_scheduler.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
+#include "server/common/thread_scheduling.h"
 #include "server/frontend/grpc/health_service.h"
 #include "server/frontend/grpc/inference_service.h"
 #include "server/frontend/grpc/kserve_service.h"
@@ -254,6 +255,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (const std::string ops = ResolveOpsLibrary(options.ops_library); !ops.empty()) {
     GS_RETURN_IF_ERROR(LoadOpLibrary(ops));
     GS_LOG(INFO) << "loaded op library " << ops;
+  }
+  // After ApplyTorchThreads (thread pools it sizes start threads that run forwards) and
+  // before the first thread of the server's own.
+  if (options.request_threads_batch_scheduling) {
+    const absl::Status st = SetRequestThreadsToBatchScheduling();
+    GS_LOG(INFO) << "thread scheduling: "
+                 << (st.ok() ? "request threads SCHED_BATCH, forward passes SCHED_OTHER"
+                             : absl::StrCat("unchanged (", st.message(), ")"));
+  } else {
+    GS_LOG(INFO) << "thread scheduling: unchanged (--request_threads_batch_scheduling=false)";
   }
   state->metrics = std::make_unique<ServerMetrics>(state->registry);
   GS_ASSIGN_OR_RETURN(state->access, AccessControl::Load(options.security.access));

@@ -65,6 +65,10 @@ struct ServerOptions {
   int http_port = 8000;     // KServe v2 REST; 0 picks a free port; -1 disables it
   bool http_viewer = true;  // the browser viewer at /viewer/ on the REST port
   int torch_threads = 0;    // intra-op threads per forward; 0: ChooseTorchThreads
+  // Start moves the calling thread, and so every thread the server starts, to SCHED_BATCH;
+  // forward passes run under the process's policy (server/common/thread_scheduling.h).
+  // Process-wide and not undone: for the server binary, not for tests sharing a process.
+  bool request_threads_batch_scheduling = false;
   ServingDefaults defaults;  // per model, unless its config.pbtxt says otherwise
   enum class ModelControl { kNone, kExplicit, kPoll };
   ModelControl model_control = ModelControl::kNone;

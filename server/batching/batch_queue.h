@@ -73,7 +73,7 @@ class BatchQueue {
     Entry e{std::move(payload), now, now + wait, client_deadline, shape_key, level, alone};
     levels_[level].push_back(std::move(e));
     ++size_;
-    NoteArrival(now);
+    if (!alone) NoteArrival(now);  // an alone entry (an explanation) joins no batch
     return absl::OkStatus();
   }
 

@@ -14,9 +14,12 @@
 namespace gatescope {
 namespace {
 
-// Written once by SetRequestThreadsToBatchScheduling before any other thread exists; read
-// by forward threads afterwards (thread creation orders the write before their reads).
+// Set once by SetRequestThreadsToBatchScheduling before the server starts its threads;
+// read by forward passes afterwards (thread creation orders the write before their reads).
 std::atomic<bool> g_request_threads_moved{false};
+
+// Outermost ForwardPassScheduling scopes open on this thread.
+thread_local int t_forward_depth = 0;
 
 }  // namespace
 
@@ -38,12 +41,24 @@ absl::Status SetRequestThreadsToBatchScheduling() {
   return absl::OkStatus();
 }
 
-void RunAsForwardThread(const std::string& name) {
-  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+ForwardPassScheduling::ForwardPassScheduling() {
   if (!g_request_threads_moved.load(std::memory_order_acquire)) return;
+  if (t_forward_depth++ > 0) return;
   sched_param param{};
-  // Cannot fail: returning to SCHED_OTHER with priority 0 needs no privilege.
-  sched_setscheduler(0, SCHED_OTHER, &param);
+  // Between SCHED_OTHER and SCHED_BATCH at priority 0 no privilege is needed; a failure
+  // (a seccomp filter) leaves the thread as it was, which is only slower.
+  switched_ = sched_setscheduler(0, SCHED_OTHER, &param) == 0;
+}
+
+ForwardPassScheduling::~ForwardPassScheduling() {
+  if (!g_request_threads_moved.load(std::memory_order_acquire)) return;
+  if (--t_forward_depth > 0 || !switched_) return;
+  sched_param param{};
+  sched_setscheduler(0, SCHED_BATCH, &param);
+}
+
+void NameCurrentThread(const std::string& name) {
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
 }
 
 #else
@@ -52,7 +67,10 @@ absl::Status SetRequestThreadsToBatchScheduling() {
   return absl::UnimplementedError("SCHED_BATCH exists only on Linux");
 }
 
-void RunAsForwardThread(const std::string&) {}
+ForwardPassScheduling::ForwardPassScheduling() { (void)switched_; }
+ForwardPassScheduling::~ForwardPassScheduling() = default;
+
+void NameCurrentThread(const std::string&) {}
 
 #endif
 

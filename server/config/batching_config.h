@@ -30,13 +30,15 @@ struct DynamicBatchingConfig {
   std::vector<int> preferred_batch_sizes;
   // How long the oldest request may wait for a fuller batch.
   absl::Duration max_queue_delay = absl::ZeroDuration();
-  // A batch that is not full runs before max_queue_delay ends once the next arrival is
-  // not expected before the delay would end: when the mean gap between recent arrivals
-  // (each gap counted up to twice the delay) is longer than the time the batch has left to
-  // wait. Waiting then costs the whole delay and most likely gains no request; a lone
-  // caller (concurrency 1) is served without the delay. Triton's delay is also a maximum
-  // ("up to"), so configurations keep their meaning; the server turns this on by default
-  // (--early_batch_release).
+  // A batch that is not full runs before max_queue_delay ends as soon as the time it has
+  // left to wait is shorter than the mean gap between recent arrivals (each gap counted up
+  // to twice the delay; explanations, which join no batch, not counted). The rule treats
+  // arrivals as memoryless: the next one is expected a mean gap from now, whenever the
+  // last one came. Sparse traffic (a lone caller, concurrency 1) then runs without the
+  // delay; dense traffic waits the delay less one mean gap. Until two arrivals have given a
+  // gap, the whole delay is waited. Triton's delay is also a maximum ("up to"), so
+  // configurations keep their meaning; the server turns this on by default
+  // (--early_batch_release). One statistic per model queue, over every shape and priority.
   bool release_when_arrivals_are_sparse = false;
   // Levels 1..priority_levels, 1 served first; 0 means a single level.
   int priority_levels = 0;

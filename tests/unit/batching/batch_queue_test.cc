@@ -254,6 +254,21 @@ TEST(BatchQueueTest, OneLongGapDoesNotOutweighADenseHistory) {
   EXPECT_EQ(*d.wake_at, At(100100) - absl::Nanoseconds(33750));
 }
 
+TEST(BatchQueueTest, AloneEntriesDoNotCountAsArrivals) {
+  Queue q(EarlyRelease(8, 100));
+  for (int i = 0; i < 4; ++i) Push(q, i, At(1000 * i));  // sparse: mean gap 200 (capped)
+  for (int i = 0; i < 4; ++i) q.Next(At(1000 * i + 100));
+  // Explanations arriving densely do not make the next prediction wait for company.
+  // (Counted, 20 gaps of 1 us would bring the mean to 39 us, under the 100 us delay.)
+  for (int i = 0; i < 20; ++i) {
+    int id = 100 + i;
+    ASSERT_TRUE(q.Push(id, At(4000 + i), absl::InfiniteFuture(), 0, 0, {}, /*alone=*/true).ok());
+    ASSERT_EQ(q.Next(At(4000 + i)).batch.size(), 1u);
+  }
+  Push(q, 7, At(5000));
+  EXPECT_EQ(Ids(q.Next(At(5000)).batch), (std::vector<int>{7}));
+}
+
 TEST(BatchQueueTest, WithoutEarlyReleaseSparseArrivalsWaitTheDelay) {
   Queue q(Config(8, 100));
   for (int i = 0; i < 3; ++i) {
