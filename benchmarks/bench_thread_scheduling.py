@@ -30,7 +30,8 @@ BUILD = ROOT / "build"
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_serving import run_perf, write_inputs  # noqa: E402
+from bench_serving import run_perf, write_inputs  # noqa: E402  (also puts scripts/ on the path)
+from gatescope_tune import parse_cpu_list  # noqa: E402
 from server_harness import import_api_modules, start_server, stop_server  # noqa: E402
 
 
@@ -63,15 +64,6 @@ def probe_latencies(server, apis, count, period_s):
     return sorted(out)
 
 
-def cpu_list(text):
-    """taskset's list syntax ("1", "0,2", "1-3") as a set of CPUs."""
-    cpus = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
-
-
 def percentile(sorted_values, q):
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
@@ -87,7 +79,7 @@ def main():
     ap.add_argument("--window-ms", type=int, default=1500)
     args = ap.parse_args()
     from gatescope.export.archive import read_metadata
-    os.sched_setaffinity(0, cpu_list(args.client_cores))  # the probes run in this process
+    os.sched_setaffinity(0, parse_cpu_list(args.client_cores))  # the probes run in this process
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="bench_sched_"))
     try:

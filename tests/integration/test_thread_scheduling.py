@@ -99,33 +99,27 @@ def test_forward_threads_run_sched_other_and_every_other_thread_batch(tmp_path, 
         assert stop_server(srv) == 0, srv.log()
 
 
-def test_the_flag_off_leaves_every_thread_as_it_was(tmp_path, pngs):
-    srv = serve(tmp_path, ["--request_threads_batch_scheduling=false"])
-    try:
-        predict_each(srv, pngs)
-        tids = {tid for tid, _, _ in threads(srv)}
-        assert policies_seen_under_load(srv, pngs, tids, seconds=2) == {SCHED_OTHER}
-        assert {p for *_, p in threads(srv)} == {SCHED_OTHER}, threads(srv)
-        assert "thread scheduling: unchanged (--request_threads_batch_scheduling=false)" \
-            in srv.log()
-    finally:
-        assert stop_server(srv) == 0, srv.log()
-
-
 def chrt_batch_works():
     return shutil.which("chrt") is not None and subprocess.run(
         ["chrt", "--batch", "0", "true"], capture_output=True).returncode == 0
 
 
-@pytest.mark.skipif(not chrt_batch_works(), reason="needs util-linux chrt and sched_setscheduler")
-def test_a_policy_the_operator_chose_is_kept(tmp_path, pngs):
-    srv = serve(tmp_path, wrap=["chrt", "--batch", "0"])
+@pytest.mark.parametrize("flags, wrap, policy, log", [
+    (["--request_threads_batch_scheduling=false"], [], SCHED_OTHER,
+     "thread scheduling: unchanged (--request_threads_batch_scheduling=false)"),
+    pytest.param([], ["chrt", "--batch", "0"], SCHED_BATCH,
+                 "thread scheduling: unchanged (the process runs under scheduling policy 3",
+                 marks=pytest.mark.skipif(not chrt_batch_works(),
+                                          reason="needs util-linux chrt and sched_setscheduler")),
+], ids=["flag off", "policy chosen with chrt"])
+def test_otherwise_every_thread_keeps_the_policy_it_started_with(tmp_path, pngs, flags, wrap,
+                                                                  policy, log):
+    srv = serve(tmp_path, flags, wrap)
     try:
         predict_each(srv, pngs)
         tids = {tid for tid, _, _ in threads(srv)}
-        assert policies_seen_under_load(srv, pngs, tids, seconds=2) == {SCHED_BATCH}
-        assert {p for *_, p in threads(srv)} == {SCHED_BATCH}, threads(srv)
-        assert "thread scheduling: unchanged (the process runs under scheduling policy 3" \
-            in srv.log()
+        assert policies_seen_under_load(srv, pngs, tids, seconds=2) == {policy}
+        assert {p for *_, p in threads(srv)} == {policy}, threads(srv)
+        assert log in srv.log()
     finally:
         assert stop_server(srv) == 0, srv.log()
