@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests" / "integration"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_serving import run_perf, write_inputs  # noqa: E402  (also puts scripts/ on the path)
-from gatescope_tune import parse_cpu_list  # noqa: E402
+from gatescope_tune import parse_cpu_list, percentile  # noqa: E402
 from server_harness import import_api_modules, start_server, stop_server  # noqa: E402
 
 
@@ -62,10 +62,6 @@ def probe_latencies(server, apis, count, period_s):
             out.append((time.perf_counter() - t0) * 1000)
             time.sleep(period_s)
     return sorted(out)
-
-
-def percentile(sorted_values, q):
-    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
 def main():

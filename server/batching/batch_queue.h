@@ -170,8 +170,8 @@ class BatchQueue {
     absl::Time oldest = head->enqueued;
     for (const auto& [q, i] : picks) oldest = std::min(oldest, (*q)[i].enqueued);
     const absl::Time release = oldest + config_.max_queue_delay;
-    if (!run && now >= release) run = true;
-    // Early release: the next arrival is expected no sooner than the release.
+    // Released once the delay is over, or (early release) once the next arrival is
+    // expected no sooner than that; ExpectedGap is zero without early release.
     const absl::Duration expected_gap = ExpectedGap();
     if (!run && now + expected_gap >= release) run = true;
     if (!run) {
@@ -227,11 +227,9 @@ class BatchQueue {
     if (arrivals_ < 2) ++arrivals_;
   }
 
-  // Zero (wait the whole delay) until two arrivals have given a gap, or when off.
-  absl::Duration ExpectedGap() const {
-    return config_.release_when_arrivals_are_sparse && arrivals_ >= 2 ? mean_gap_
-                                                                       : absl::ZeroDuration();
-  }
+  // Zero (wait the whole delay) until two arrivals have given a gap; always zero when off,
+  // since NoteArrival then notes nothing.
+  absl::Duration ExpectedGap() const { return arrivals_ >= 2 ? mean_gap_ : absl::ZeroDuration(); }
 
   absl::Time EarliestExpiry() const {
     absl::Time t = absl::InfiniteFuture();
