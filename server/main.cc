@@ -28,6 +28,7 @@
 #include "server/allocator.h"
 #include "server/app/library_logs.h"
 #include "server/app/server.h"
+#include "server/common/cpu_list.h"
 #include "server/common/log.h"
 
 ABSL_FLAG(std::string, model_repository, "model_repository", "Model repository root");
@@ -54,6 +55,11 @@ ABSL_FLAG(bool, request_threads_batch_scheduling, true,
           "Run every thread but the forward passes' (gRPC, HTTP, decoding, control) under "
           "Linux SCHED_BATCH, so that arriving requests do not preempt a running forward; "
           "no privilege needed (docs/performance.md)");
+ABSL_FLAG(gatescope::CpuList, forward_cpus, {},
+          "CPUs for the forward passes, as taskset -c writes them (\"0\", \"1-7\"); every "
+          "other thread (gRPC, HTTP, decoding, control) runs on the process's remaining CPUs. "
+          "Empty: no placement. With spare cores this keeps the request path from slowing the "
+          "forwards (docs/performance.md)");
 ABSL_FLAG(int, max_batch_size, 16,
           "Default largest batch per execution, 1..4096 (capped by the model; config.pbtxt "
           "overrides)");
@@ -234,6 +240,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.http_viewer = absl::GetFlag(FLAGS_http_viewer);
   o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
   o.request_threads_batch_scheduling = absl::GetFlag(FLAGS_request_threads_batch_scheduling);
+  o.forward_cpus = absl::GetFlag(FLAGS_forward_cpus);
   o.defaults.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   o.defaults.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
   o.defaults.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));

@@ -19,6 +19,7 @@
 #include "server/batching/dynamic_batcher.h"
 #include "server/batching/preparation_pool.h"
 #include "server/batching/preparing_scheduler.h"
+#include "server/common/cpu_list.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 #include "server/common/thread_scheduling.h"
@@ -247,8 +248,29 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   GS_RETURN_IF_ERROR(ValidateServerOptions(options));
   auto state = std::make_unique<State>();
   state->options = options;
-  const TorchThreads threads = ChooseTorchThreads(options.torch_threads, UsableCores(),
-                                                  options.defaults.instances);
+  // Where forwards and request threads run (--forward_cpus): decided before the Torch
+  // threads, which it sizes.
+  CpuList request_cpus;  // stays empty without --forward_cpus
+  bool request_cpus_apart = false;
+  if (!options.forward_cpus.cpus.empty()) {
+    const CpuList process_cpus = CurrentThreadCpus();
+    if (!CpusWithin(options.forward_cpus, process_cpus)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--forward_cpus=", FormatCpuList(options.forward_cpus),
+          " names CPUs this process may not run on (it may use ",
+          FormatCpuList(process_cpus), ")"));
+    }
+    request_cpus = CpusNotIn(process_cpus, options.forward_cpus);
+    request_cpus_apart = !request_cpus.cpus.empty();
+    if (!request_cpus_apart) request_cpus = process_cpus;
+  }
+  const int instances = options.defaults.instances;
+  const TorchThreads threads =
+      options.forward_cpus.cpus.empty()
+          ? ChooseTorchThreads(options.torch_threads, UsableCores(), instances)
+          : ChooseTorchThreads(options.torch_threads,
+                               WithinCpuQuota(static_cast<int>(options.forward_cpus.cpus.size())),
+                               instances, request_cpus_apart);
   ApplyTorchThreads(threads.threads);
   GS_LOG(INFO) << "torch threads per forward: " << threads.threads << " (" << threads.reason
                << ")";
@@ -258,6 +280,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   // After ApplyTorchThreads (thread pools it sizes start threads that run forwards) and
   // before the first thread of the server's own.
+  if (!request_cpus.cpus.empty()) {
+    GS_RETURN_IF_ERROR(PlaceForwardPasses(options.forward_cpus, request_cpus));
+    GS_LOG(INFO) << "cpu placement: forward passes on CPUs "
+                 << FormatCpuList(options.forward_cpus) << ", every other thread on CPUs "
+                 << FormatCpuList(request_cpus)
+                 << (request_cpus_apart ? "" : " (no CPU left apart: shared)");
+  }
   if (options.request_threads_batch_scheduling) {
     const absl::Status st = SetRequestThreadsToBatchScheduling();
     GS_LOG(INFO) << "thread scheduling: "

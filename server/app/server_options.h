@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/common/cpu_list.h"
 #include "server/config/serving_config.h"
 
 namespace gatescope {
@@ -69,6 +70,10 @@ struct ServerOptions {
   // forward passes run under the process's policy (server/common/thread_scheduling.h).
   // Process-wide and not undone: for the server binary, not for tests sharing a process.
   bool request_threads_batch_scheduling = false;
+  // If set, forward passes run on these CPUs and every other thread on the process's other
+  // CPUs (all of them when none is left); Start refuses CPUs the process may not use.
+  // Process-wide and not undone, like the scheduling policy.
+  CpuList forward_cpus;
   ServingDefaults defaults;  // per model, unless its config.pbtxt says otherwise
   enum class ModelControl { kNone, kExplicit, kPoll };
   ModelControl model_control = ModelControl::kNone;

@@ -16,14 +16,17 @@
 
 namespace gatescope {
 
-TorchThreads ChooseTorchThreads(int requested, int usable_cores, int instances) {
+TorchThreads ChooseTorchThreads(int requested, int usable_cores, int instances,
+                                bool request_cores_apart) {
   if (requested > 0) return {requested, "--torch_threads"};
   const int cores = std::max(1, usable_cores);
-  const int spare = cores > 1 ? 1 : 0;
+  const int spare = cores > 1 && !request_cores_apart ? 1 : 0;
   const int per_instance = std::max(1, (cores - spare) / std::max(1, instances));
-  return {per_instance, absl::StrCat("automatic: ", cores, " usable core(s)",
-                                     spare ? ", 1 left for gRPC and decoding" : "", ", ",
-                                     instances, " instance(s) per model")};
+  return {per_instance,
+          absl::StrCat("automatic: ", cores,
+                       request_cores_apart ? " core(s) of --forward_cpus" : " usable core(s)",
+                       spare ? ", 1 left for gRPC and decoding" : "", ", ", instances,
+                       " instance(s) per model")};
 }
 
 std::optional<int> CgroupCpuQuotaCores(std::string_view cpu_max) {
@@ -40,17 +43,21 @@ std::optional<int> CgroupCpuQuotaCores(std::string_view cpu_max) {
   return static_cast<int>((quota + period - 1) / period);
 }
 
+int WithinCpuQuota(int cpus) {
+  std::ifstream file("/sys/fs/cgroup/cpu.max");
+  std::stringstream text;
+  text << file.rdbuf();
+  if (std::optional<int> quota = CgroupCpuQuotaCores(text.str())) cpus = std::min(cpus, *quota);
+  return std::max(1, cpus);
+}
+
 int UsableCores() {
   cpu_set_t set;
   int cores = 0;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
   // (More CPUs than a cpu_set_t holds: the machine's count.)
   if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
-  std::ifstream file("/sys/fs/cgroup/cpu.max");
-  std::stringstream text;
-  text << file.rdbuf();
-  if (std::optional<int> quota = CgroupCpuQuotaCores(text.str())) cores = std::min(cores, *quota);
-  return std::max(1, cores);
+  return WithinCpuQuota(cores);
 }
 
 void ApplyTorchThreads(int threads) {

@@ -16,8 +16,10 @@ struct TorchThreads {
 };
 
 // `requested` > 0 is taken as given. 0: (usable_cores - 1) / instances, at least 1; one core
-// is left for gRPC and image preparation when there are at least two.
-TorchThreads ChooseTorchThreads(int requested, int usable_cores, int instances);
+// is left for gRPC and image preparation when there are at least two, unless
+// `request_cores_apart` (--forward_cpus gave the forwards `usable_cores` of their own).
+TorchThreads ChooseTorchThreads(int requested, int usable_cores, int instances,
+                                bool request_cores_apart = false);
 
 // The CPU quota of a cgroup v2 `cpu.max` file's text ("max 100000" or "200000 100000"), in
 // whole cores rounded up; nullopt when unlimited or unreadable.
@@ -27,6 +29,9 @@ std::optional<int> CgroupCpuQuotaCores(std::string_view cpu_max);
 // CPU quota (/sys/fs/cgroup/cpu.max: Kubernetes CPU limits on cgroup v2 nodes; cgroup v1
 // quotas are not read). At least 1.
 int UsableCores();
+
+// `cpus` (a CPU count, e.g. of --forward_cpus) capped by the cgroup v2 CPU quota; at least 1.
+int WithinCpuQuota(int cpus);
 
 // Sets LibTorch's intra-op threads and, when LibTorch's BLAS is OpenBLAS (whose own pool is
 // sized from the machine's cores at load), OpenBLAS's threads to the same number.

@@ -19,12 +19,21 @@
 // and send replies), and threads Torch starts from them inherit it. A thread gRPC started
 // from a worker's reply would inherit it too; gRPC 1.51 was seen to start its extra threads
 // only from its own (tests/integration/test_thread_scheduling.py checks after load).
+//
+// CPU placement (PlaceForwardPasses, --forward_cpus) is the same split in space: forward
+// passes on CPUs of their own, every other thread on the rest. On a shared core the request
+// path and the forward evict each other's code from the core's caches and branch
+// predictors: the forward's framework code ran about 25 % slower than back to back alone,
+// while its arithmetic (BLAS, the op library) did not slow down (docs/performance.md, "CPUs
+// of their own for the forward passes"). Same contract: called once, before the server
+// starts its threads; ForwardPassScheduling scopes move their thread onto the forward CPUs.
 // No-ops off Linux.
 #pragma once
 
 #include <string>
 
 #include "absl/status/status.h"
+#include "server/common/cpu_list.h"
 
 namespace gatescope {
 
@@ -33,9 +42,17 @@ namespace gatescope {
 // SCHED_OTHER, e.g. one an operator chose with chrt: that choice is kept for every thread.
 absl::Status SetRequestThreadsToBatchScheduling();
 
-// While alive, the calling thread runs under the policy the process started with; on
-// destruction it returns to SCHED_BATCH. Does nothing unless the request threads were
-// moved. Nests (only the outermost scope switches). Each switch is a system call after
+// Moves the calling thread (and so the threads it starts later) onto `request_cpus`, and
+// every other thread the process already runs onto `forward_cpus`: those belong to
+// libraries started before main (OpenBLAS's pool), whose threads do forward work.
+// ForwardPassScheduling scopes opened afterwards move their thread onto `forward_cpus`.
+// The two lists may overlap. INVALID_ARGUMENT when either is empty or the kernel refuses a
+// CPU (not in this process's cpuset); FailedPrecondition on a second call.
+absl::Status PlaceForwardPasses(const CpuList& forward_cpus, const CpuList& request_cpus);
+
+// While alive, the calling thread runs under the policy the process started with and, once
+// PlaceForwardPasses has run, on the forward CPUs; on destruction it returns to SCHED_BATCH
+// and the request CPUs. Does nothing for what was not changed. Nests (only the outermost scope switches). Each switch is a system call after
 // which the kernel may run another thread: hold it around long stretches of forwards (a
 // worker's life), not around each one.
 class ForwardPassScheduling {
@@ -47,6 +64,7 @@ class ForwardPassScheduling {
 
  private:
   bool switched_ = false;
+  bool placed_ = false;
 };
 
 // Names the calling thread for `top -H`, /proc and debuggers (Linux keeps 15 characters).

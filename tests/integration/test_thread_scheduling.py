@@ -1,8 +1,10 @@
 """The server's thread scheduling (server/common/thread_scheduling.h) is in effect: forward
 passes (the batchers' workers, named gs-forward) run under the policy the process started
 with, every other thread (gRPC's, main) under SCHED_BATCH, also after load; --request_threads_batch_scheduling
-=false leaves every thread as it was, and a policy the operator chose (chrt) is kept. Read
-from /proc, the kernel's own account; the numbers are Linux's policy constants."""
+=false leaves every thread as it was, and a policy the operator chose (chrt) is kept. With
+--forward_cpus the forward passes run on those CPUs and every other thread on the rest.
+Read from /proc, the kernel's own account; the numbers are Linux's policy constants."""
+import json
 import os
 import pathlib
 import shutil
@@ -51,10 +53,36 @@ def serve(tmp_path, flags=(), wrap=()):
 
 
 def predict_each(server, pngs):
+    """The predict CLI's output lines, per model."""
+    out = {}
     for model in MODELS:
         res = server.client("predict", "--model", model, *pngs)
         assert res.returncode == 0, res.stderr
-        assert len([l for l in res.stdout.splitlines() if l.strip()]) == len(pngs), res.stdout
+        out[model] = [l for l in res.stdout.splitlines() if l.strip()]
+        assert len(out[model]) == len(pngs), res.stdout
+    return out
+
+
+def parse_cpu_list(text):
+    """The kernel's list format ("0-3,8") as a set of CPU numbers."""
+    cpus = set()
+    for item in text.split(","):
+        first, _, last = item.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def cpus_allowed(server):
+    """(tid, name, CPUs the thread may run on) of every thread of the server process."""
+    out = []
+    for tid, name, _ in threads(server):
+        try:
+            status = pathlib.Path(f"/proc/{server.proc.pid}/task/{tid}/status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        line = next(l for l in status.splitlines() if l.startswith("Cpus_allowed_list:"))
+        out.append((tid, name, frozenset(parse_cpu_list(line.split(":", 1)[1].strip()))))
+    return out
 
 
 def policies_seen_under_load(server, pngs, tids, seconds):
@@ -123,3 +151,72 @@ def test_otherwise_every_thread_keeps_the_policy_it_started_with(tmp_path, pngs,
         assert log in srv.log()
     finally:
         assert stop_server(srv) == 0, srv.log()
+
+
+def test_forward_cpus_put_forwards_on_their_cpus_and_every_other_thread_on_the_rest(tmp_path,
+                                                                                   pngs):
+    mine = sorted(os.sched_getaffinity(0))
+    forward = frozenset(mine[:1])
+    rest = frozenset(mine[1:]) or frozenset(mine)  # one CPU: nothing apart, shared
+    reference = serve(tmp_path / "reference")
+    try:
+        expected = predict_each(reference, pngs)
+    finally:
+        assert stop_server(reference) == 0, reference.log()
+    srv = serve(tmp_path / "placed", [f"--forward_cpus={mine[0]}", "--torch_threads=0"])
+    try:
+        # Before any forward the only gs-forward threads are the batchers' workers.
+        assert len([t for t in threads(srv) if t[1] == "gs-forward"]) == len(MODELS)
+        # Same answers, placed or not (scores to float rounding: the Torch thread counts differ).
+        got = predict_each(srv, pngs)
+        for model in MODELS:
+            for line, ref in zip(got[model], expected[model]):
+                a, b = json.loads(line), json.loads(ref)
+                assert a["label"] == b["label"] and [c["label"] for c in a["topk"]] == \
+                    [c["label"] for c in b["topk"]], (line, ref)
+                assert a["score"] == pytest.approx(b["score"], rel=1e-4), (line, ref)
+        load = subprocess.Popen([str(BUILD / "client" / "gatescope-perf"), "--server",
+                                 srv.address, "--model", MODELS[0], "--concurrency", "4",
+                                 "--warmup-ms", "0", "--window-ms", "1000", "--max-windows",
+                                 "30", *pngs], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1.5)
+            table = cpus_allowed(srv)
+        finally:
+            load.kill()
+            load.wait()
+        # The workers, and threads Torch started from them (they inherit the name) ...
+        assert {cpus for _, name, cpus in table if name == "gs-forward"} == {forward}, table
+        # ... gRPC's threads (also those started under load) and main on the rest ...
+        request = [t for t in table if t[1] in GRPC_THREADS or t[0] == srv.proc.pid]
+        assert len(request) >= 4, table
+        assert {cpus for *_, cpus in request} == {rest}, table
+        # ... and threads libraries started before main (OpenBLAS's pool, unnamed) with the
+        # forwards, whose work they do.
+        assert {cpus for *_, cpus in table} == {forward, rest}, table
+        log = srv.log()
+        assert f"cpu placement: forward passes on CPUs {mine[0]}, every other thread on CPUs" \
+            in log, log
+        # Automatic Torch threads: the forward CPUs are the forwards' own.
+        assert "torch threads per forward: 1 (automatic: 1 core(s) of --forward_cpus" in log \
+            or len(mine) == 1, log
+    finally:
+        assert stop_server(srv) == 0, srv.log()
+
+
+@pytest.mark.parametrize("value, message", [
+    ("4095", "Illegal value '4095' specified for flag 'forward_cpus'"),
+    ("3-1", "range '3-1' runs backwards"),
+    ("1023", "--forward_cpus=1023 names CPUs this process may not run on"),
+])
+def test_forward_cpus_that_cannot_be_used_stop_the_server_with_the_reason(tmp_path, value,
+                                                                         message):
+    if value == "1023" and 1023 in os.sched_getaffinity(0):
+        pytest.fail("the test needs a CPU number this process may not use")
+    res = subprocess.run([str(BUILD / "server" / "gatescope-server"),
+                          f"--model_repository={tmp_path}", "--grpc_port=0", "--http_port=0",
+                          "--metrics_port=0", f"--forward_cpus={value}"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert message in res.stdout + res.stderr, res.stdout + res.stderr

@@ -22,6 +22,20 @@ TEST(TorchThreads, AutomaticLeavesACoreForGrpcAndSharesTheRestAmongInstances) {
   EXPECT_NE(ChooseTorchThreads(0, 8, 2).reason.find("8 usable core"), std::string::npos);
 }
 
+TEST(TorchThreads, ForwardCpusOfTheirOwnLeaveNoCoreAside) {
+  // --forward_cpus gave the forwards these cores and gRPC others: all of them are shared out.
+  EXPECT_EQ(ChooseTorchThreads(0, 1, 1, /*request_cores_apart=*/true).threads, 1);
+  EXPECT_EQ(ChooseTorchThreads(0, 4, 1, true).threads, 4);
+  EXPECT_EQ(ChooseTorchThreads(0, 6, 2, true).threads, 3);
+  EXPECT_EQ(ChooseTorchThreads(0, 2, 4, true).threads, 1);
+  EXPECT_EQ(ChooseTorchThreads(5, 4, 1, true).threads, 5);  // explicit still wins
+  const std::string reason = ChooseTorchThreads(0, 4, 1, true).reason;
+  EXPECT_NE(reason.find("4 core(s) of --forward_cpus"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("left for gRPC"), std::string::npos) << reason;
+  EXPECT_GE(WithinCpuQuota(1), 1);
+  EXPECT_LE(WithinCpuQuota(3), 3);
+}
+
 TEST(TorchThreads, CgroupQuotaInWholeCores) {
   EXPECT_EQ(CgroupCpuQuotaCores("max 100000\n"), std::nullopt);
   EXPECT_EQ(CgroupCpuQuotaCores("200000 100000\n"), 2);

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <atomic>
 #include <thread>
 
 namespace gatescope {
@@ -61,6 +62,57 @@ TEST(ThreadSchedulingTest, NamesTheCallingThreadKeepingFifteenCharacters) {
     name = buf;
   }).join();
   EXPECT_EQ(name, "gs-forward-and-");
+}
+
+// Process-wide like the policy, so the last test of the binary: its placement stays.
+TEST(ThreadSchedulingTest, ForwardPassesRunOnTheirCpusAndEverythingElseOnTheRest) {
+  const CpuList all = CurrentThreadCpus();
+  ASSERT_FALSE(all.cpus.empty());
+  const CpuList forward{{all.cpus.front()}};
+  // One CPU: the lists overlap, which placement allows; the checks below still hold.
+  const CpuList request = all.cpus.size() > 1 ? CpusNotIn(all, forward) : all;
+
+  // A thread running before placement, as OpenBLAS's pool does: it does forward work.
+  std::atomic<bool> placed{false};
+  CpuList early_thread;
+  std::thread early([&] {
+    while (!placed.load()) std::this_thread::yield();
+    early_thread = CurrentThreadCpus();
+  });
+  {
+    const ForwardPassScheduling before_placement;  // nothing placed yet: no change
+    EXPECT_EQ(CurrentThreadCpus(), all);
+  }
+
+  // A CPU the kernel refuses changes nothing.
+  const absl::Status refused = PlaceForwardPasses(CpuList{{kMaxCpus - 1}}, request);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_EQ(CurrentThreadCpus(), all);
+  EXPECT_EQ(PlaceForwardPasses(CpuList{}, request).code(), absl::StatusCode::kInvalidArgument);
+
+  ASSERT_TRUE(PlaceForwardPasses(forward, request).ok());
+  placed = true;
+  early.join();
+  EXPECT_EQ(early_thread, forward);
+  EXPECT_EQ(CurrentThreadCpus(), request);
+  CpuList later;
+  std::thread([&later] { later = CurrentThreadCpus(); }).join();
+  EXPECT_EQ(later, request);  // every thread the server starts afterwards
+  {
+    const ForwardPassScheduling worker;
+    EXPECT_EQ(CurrentThreadCpus(), forward);
+    CpuList torch_thread;
+    std::thread([&torch_thread] { torch_thread = CurrentThreadCpus(); }).join();
+    EXPECT_EQ(torch_thread, forward);  // e.g. Torch's threads for this forward
+    {
+      const ForwardPassScheduling nested;
+      EXPECT_EQ(CurrentThreadCpus(), forward);
+    }
+    EXPECT_EQ(CurrentThreadCpus(), forward);  // only the outermost scope moves back
+  }
+  EXPECT_EQ(CurrentThreadCpus(), request);
+  EXPECT_EQ(PlaceForwardPasses(forward, request).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
