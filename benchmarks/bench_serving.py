@@ -26,9 +26,14 @@ size), and p99 at concurrency 1 / (in-process batch-1 p50
 + the batching delay). With one core for the server and one for the load generator the
 ratios are about the server's own work, not about cores left idle.
 
+With --forward-cpus the server runs on --server-cores with --forward_cpus (its forward passes
+on those CPUs, every other thread on the rest of --server-cores), and the in-process forward
+is measured on the forward CPUs: e.g. --server-cores 0,1 --forward-cpus 0 --client-cores 1
+gives the forwards core 0 of their own, gRPC core 1 shared with the load generator.
+
 Usage: /usr/bin/python3 benchmarks/bench_serving.py [--models dgvit_fmnist,...]
-       [--server-cores 0] [--client-cores 1] [--threads 1] [--seconds 1.0]
-       [--window-ms 1500] [--delay-us 1000]
+       [--server-cores 0] [--forward-cpus ""] [--client-cores 1] [--threads 1]
+       [--seconds 1.0] [--window-ms 1500] [--delay-us 1000]
 """
 import argparse
 import json
@@ -144,8 +149,9 @@ def run_perf(server, model, cores, concurrency, inputs, window_ms):
 def serve_and_measure(repo, model, flags, args, levels, inputs, work):
     from server_harness import start_server, stop_server
     work.mkdir()
-    server = start_server(work, repo, extra=[*flags, f"--torch_threads={args.threads}",
-                                            "--instances=1"],
+    placement = [f"--forward_cpus={args.forward_cpus}"] if args.forward_cpus else []
+    server = start_server(work, repo, extra=[*flags, *placement,
+                                            f"--torch_threads={args.threads}", "--instances=1"],
                           wrap=["taskset", "-c", args.server_cores])
     try:
         return {c: run_perf(server, model, args.client_cores, c, inputs, args.window_ms)
@@ -205,6 +211,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default="", help="comma-separated; default: every shipped model")
     ap.add_argument("--server-cores", default="0", help="taskset CPU list of the server")
+    ap.add_argument("--forward-cpus", default="",
+                    help="the server's --forward_cpus (within --server-cores); the in-process "
+                         "forward is then measured there")
     ap.add_argument("--client-cores", default="1", help="taskset CPU list of gatescope-perf")
     ap.add_argument("--threads", type=int, default=1, help="Torch threads, in-process and served")
     ap.add_argument("--seconds", type=float, default=1.0, help="in-process seconds per batch")
@@ -214,9 +223,13 @@ def main():
     args = ap.parse_args()
     models = args.models.split(",") if args.models else shipped_models()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_bench_"))
-    print(f"Server on cores {args.server_cores}, gatescope-perf on cores {args.client_cores}, "
-          f"{args.threads} Torch thread(s), 1 instance; gRPC loopback, encoded PNG inputs "
-          "(text models: UTF-8 texts)")
+    forward_cores = args.forward_cpus or args.server_cores
+    placed = (f" (forward passes on cores {args.forward_cpus}, --forward_cpus)"
+              if args.forward_cpus else "")
+    print(f"Server on cores {args.server_cores}{placed}, gatescope-perf on cores "
+          f"{args.client_cores}, {args.threads} Torch thread(s), 1 instance; in-process forward "
+          f"on cores {forward_cores}; gRPC loopback, encoded PNG inputs (text models: UTF-8 "
+          "texts)")
     summary = []
     try:
         for model in models:
@@ -227,7 +240,7 @@ def main():
                 print(f"\n{model}: {len(inputs)} held-out texts of {tokens} pieces each")
             else:
                 inputs = write_inputs(task, tmp / model / "inputs")
-            measured = in_process(model, args.server_cores, args.threads, args.seconds, tokens)
+            measured = in_process(model, forward_cores, args.threads, args.seconds, tokens)
             model_max = max(s["batch"] for s in measured["measurements"])
             # Unbatched: a copy of the model without its config.pbtxt, so nothing batches.
             bare = tmp / model / "bare"

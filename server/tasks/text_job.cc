@@ -16,10 +16,18 @@ TextJob::TextJob(std::string_view text, std::shared_ptr<const TextTokenizer> tok
       done_(std::move(done)),
       explanation_(std::move(explanation)) {}
 
-absl::StatusOr<at::Tensor> TextJob::Prepare() {
-  auto tokens = tokenizer_->Tokenize(text_);
+absl::Status TextJob::PrepareAhead() {
+  auto tokens = Guarded("tokenizing", [&] { return tokenizer_->Tokenize(text_); });
   if (!tokens.ok()) return tokens.status();
   tokens_ = *std::move(tokens);
+  tokenized_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> TextJob::Prepare() {
+  if (!tokenized_) {
+    if (absl::Status st = PrepareAhead(); !st.ok()) return st;
+  }
   at::Tensor ids = at::empty({static_cast<int64_t>(tokens_.pieces.size())}, at::kLong);
   int64_t* out = ids.data_ptr<int64_t>();
   for (const TextPiece& p : tokens_.pieces) *out++ = p.id;

@@ -1,5 +1,7 @@
-// The job of a text model's request, for both APIs: it tokenizes its text on the model's
-// worker (Prepare: the example is the piece ids, INT64 [T]), runs an explanation pass
+// The job of a text model's request, for both APIs: it tokenizes its text before it is
+// queued (PrepareAhead: on the receiving thread for a text of at most
+// kTokenizeOnCallerBytes, else on a preparation thread), so the model's worker only runs
+// forwards (Prepare: the example is the piece ids, INT64 [T]), runs an explanation pass
 // when it carries one (its collector is made once the pieces are known), and hands the
 // outputs with the tokenized text to its writer. Writing is guarded, so an exception
 // becomes INTERNAL and the request still finishes exactly once.
@@ -33,7 +35,17 @@ class TextJob final : public InferenceJob {
   TextJob(std::string_view text, std::shared_ptr<const TextTokenizer> tokenizer, Writer write,
           Done done, std::optional<CollectorFor> explanation = std::nullopt);
 
+  // Tokenizing runs at roughly 10 MB/s (docs/performance.md): up to this many bytes it
+  // costs less than a hop to a preparation thread and holds a gRPC thread well under a
+  // millisecond.
+  static constexpr size_t kTokenizeOnCallerBytes = 4096;
+
   bool explains() const override { return explanation_.has_value(); }
+  bool prepares_ahead() const override { return true; }
+  bool prepares_on_caller() const override { return text_.size() <= kTokenizeOnCallerBytes; }
+  absl::Status PrepareAhead() override;  // tokenizes
+  // The piece ids; tokenizes first if PrepareAhead did not run (a scheduler that does not
+  // prepare ahead).
   absl::StatusOr<at::Tensor> Prepare() override;
   absl::StatusOr<ExplainPass> BeginExplain() override;
   void Finish(absl::StatusOr<NamedTensors> outputs) override;
@@ -44,7 +56,9 @@ class TextJob final : public InferenceJob {
   const Writer write_;
   const Done done_;
   const std::optional<CollectorFor> explanation_;
-  // Written by Prepare and read by BeginExplain and Finish, all on the worker thread.
+  // Written by PrepareAhead (before queuing; the queue's hand-off publishes it to the
+  // worker) or else by Prepare, and read by BeginExplain and Finish on the worker thread.
+  bool tokenized_ = false;
   TokenizedText tokens_;
   std::shared_ptr<MapCollector> collector_;
 };

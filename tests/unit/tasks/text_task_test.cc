@@ -211,6 +211,41 @@ TEST(TextTaskTest, ChecksRequestsBeforeQueuing) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Texts are tokenized before queuing (short ones on the receiving thread, long ones on a
+// preparation thread), so the worker's Prepare only builds the ids; a job no scheduler
+// prepared ahead tokenizes in Prepare, with the same result.
+TEST(TextTaskTest, TextsAreTokenizedBeforeQueuing) {
+  auto task = TextTask();
+  v1::PredictRequest predict;
+  predict.set_text("a fine text about a small dog");
+  v1::PredictResponse first, second;
+  auto ahead = task->Predict(predict, &first, nullptr);
+  auto late = task->Predict(predict, &second, nullptr);
+  ASSERT_TRUE(ahead.ok() && late.ok());
+  EXPECT_TRUE((*ahead)->prepares_ahead());
+  EXPECT_TRUE((*ahead)->prepares_on_caller());
+  ASSERT_TRUE((*ahead)->PrepareAhead().ok());
+  const absl::StatusOr<at::Tensor> ids = (*ahead)->Prepare();
+  const absl::StatusOr<at::Tensor> ids_late = (*late)->Prepare();
+  ASSERT_TRUE(ids.ok() && ids_late.ok());
+  EXPECT_EQ(ids->scalar_type(), at::kLong);
+  EXPECT_EQ(ids->size(0), 8);  // truncated to max_tokens
+  EXPECT_TRUE(at::equal(*ids, *ids_late));
+
+  std::string long_text;
+  while (long_text.size() <= 4096) long_text += "a fine text about a small dog ";
+  predict.set_text(long_text);
+  v1::PredictResponse third;
+  auto pooled = task->Predict(predict, &third, nullptr);
+  ASSERT_TRUE(pooled.ok()) << pooled.status();
+  EXPECT_TRUE((*pooled)->prepares_ahead());
+  EXPECT_FALSE((*pooled)->prepares_on_caller());
+  ASSERT_TRUE((*pooled)->PrepareAhead().ok());
+  const absl::StatusOr<at::Tensor> pooled_ids = (*pooled)->Prepare();
+  ASSERT_TRUE(pooled_ids.ok());
+  EXPECT_TRUE(at::equal(*pooled_ids, *ids));  // the same first 8 pieces
+}
+
 TEST(TextTaskTest, ImageTasksRefuseText) {
   auto config = ParseModelConfig(R"({"task":"image_classification","input":{"shape":[1,2,2]},
     "labels":["a","b"],"outputs":["logits"],"token_grid":[1,1],"cls_token":true,
