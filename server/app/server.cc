@@ -46,6 +46,10 @@ struct Server::State {
   std::unique_ptr<MetricsHttpServer> metrics_server;
   std::unique_ptr<HealthService> health;  // outlives the repository, which updates it
   std::unique_ptr<PreparationPool> preparation;  // outlives the models' schedulers
+  // With --forward_cpus apart: finishes predictions on the request CPUs (ModelInstance);
+  // outlives the models' instances.
+  std::unique_ptr<PreparationPool> replies;
+  int request_cpus_apart = 0;  // how many CPUs the request threads have to themselves
   std::unique_ptr<ModelRepository> repository;
   std::unique_ptr<V1Core> v1;         // the calls, for every transport
   std::unique_ptr<KServeCore> kserve_core;
@@ -101,6 +105,12 @@ absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
                                                     s.options.preparation_queue);
   rd.schedulers =
       PreparingScheduler::Wrap(s.preparation.get(), clock, DynamicBatcher::Factory(clock));
+  if (s.request_cpus_apart > 0) {
+    // Started here, after the placement and the policy: its threads inherit both.
+    s.replies = std::make_unique<PreparationPool>(s.request_cpus_apart,
+                                                  s.options.preparation_queue, "gs-reply");
+    rd.replies = s.replies.get();
+  }
   rd.clock = clock;
   GS_ASSIGN_OR_RETURN(s.repository, ModelRepository::Load(repo, std::move(rd)));
   WireHealth(s.health.get(), s.repository.get());  // before the poller can change models
@@ -295,6 +305,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   } else {
     GS_LOG(INFO) << "thread scheduling: unchanged (--request_threads_batch_scheduling=false)";
   }
+  if (request_cpus_apart) state->request_cpus_apart = static_cast<int>(request_cpus.cpus.size());
   state->metrics = std::make_unique<ServerMetrics>(state->registry);
   GS_ASSIGN_OR_RETURN(state->access, AccessControl::Load(options.security.access));
   // Read once, for gRPC and /metrics.
@@ -352,6 +363,7 @@ void Server::Shutdown() {
   std::thread flush([&s] { s.repository->StopAll(); });
   s.grpc->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(s.options.drain_timeout));
   flush.join();
+  if (s.replies) s.replies->Stop();  // the flushed requests' replies, then its threads
   if (s.http) s.http->Stop();  // REST calls in flight were answered by the flush
   if (s.rest_pool) s.rest_pool->Stop();
   if (s.metrics_server) s.metrics_server->Stop();

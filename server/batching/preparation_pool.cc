@@ -3,13 +3,19 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/thread_scheduling.h"
 
 namespace gatescope {
 
-PreparationPool::PreparationPool(int threads, int max_waiting)
+PreparationPool::PreparationPool(int threads, int max_waiting, std::string thread_name)
     : max_waiting_(static_cast<size_t>(max_waiting > 0 ? max_waiting : 0)) {
   absl::MutexLock lock(&join_mu_);
-  for (int i = 0; i < (threads > 0 ? threads : 1); ++i) threads_.emplace_back([this] { Loop(); });
+  for (int i = 0; i < (threads > 0 ? threads : 1); ++i) {
+    threads_.emplace_back([this, thread_name] {
+      if (!thread_name.empty()) NameCurrentThread(thread_name);
+      Loop();
+    });
+  }
 }
 
 PreparationPool::~PreparationPool() { Stop(); }

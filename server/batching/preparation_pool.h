@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,8 +18,9 @@ namespace gatescope {
 
 class PreparationPool {
  public:
-  // Starts `threads` (>= 1) threads. INVALID_ARGUMENT-free: callers validate the numbers.
-  PreparationPool(int threads, int max_waiting);
+  // Starts `threads` (>= 1) threads, named `thread_name` when not empty (/proc, top -H).
+  // INVALID_ARGUMENT-free: callers validate the numbers.
+  PreparationPool(int threads, int max_waiting, std::string thread_name = "");
   // Stop().
   ~PreparationPool();
   PreparationPool(const PreparationPool&) = delete;

@@ -124,7 +124,8 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
                                        runner.status().message()));
     }
     model.instances.push_back(std::make_unique<ModelInstance>(
-        *std::move(runner), model.task.get(), deps_.clock, model.observer.get()));
+        *std::move(runner), model.task.get(), deps_.clock, model.observer.get(),
+        deps_.replies));
     executors.push_back(model.instances.back().get());
   }
   GS_ASSIGN_OR_RETURN(model.scheduler,

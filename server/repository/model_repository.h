@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/batching/preparation_pool.h"
 #include "server/batching/scheduler.h"
 #include "server/common/clock.h"
 #include "server/config/serving_config.h"
@@ -47,6 +48,9 @@ struct RepositoryDeps {
   ServerMetrics* metrics = nullptr;
   SchedulerFactory schedulers;  // e.g. DynamicBatcher::Factory(clock)
   const Clock* clock = nullptr;  // for the instances' timings
+  // If set, where the instances finish their predictions (ModelInstance's `replies`);
+  // outlives the repository.
+  PreparationPool* replies = nullptr;
 };
 
 class ModelRepository {

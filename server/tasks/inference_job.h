@@ -1,6 +1,8 @@
 // A request as a model instance executes it. Tasks create the concrete jobs; the model
-// instance (ModelInstance) calls them on its worker thread in this order: Prepare, then
-// (for explanations) BeginExplain, then Finish exactly once.
+// instance (ModelInstance) calls them in this order: Prepare, then (for explanations)
+// BeginExplain, then Finish exactly once. All on its worker thread, except that Finish of a
+// prediction may run on a reply thread instead (ModelInstance's `replies`), after a hand-off
+// that publishes what the worker wrote.
 #pragma once
 
 #include <cstdint>

@@ -8,8 +8,13 @@
 namespace gatescope {
 
 ModelInstance::ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAssembly* assembly,
-                             const Clock* clock, ExecutionObserver* observer)
-    : runner_(std::move(runner)), assembly_(assembly), clock_(clock), observer_(observer) {}
+                             const Clock* clock, ExecutionObserver* observer,
+                             PreparationPool* replies)
+    : runner_(std::move(runner)),
+      assembly_(assembly),
+      clock_(clock),
+      observer_(observer),
+      replies_(replies) {}
 
 void ModelInstance::Prepared::Finish(absl::StatusOr<NamedTensors> outputs) {
   if (finished) return;
@@ -134,8 +139,26 @@ void ModelInstance::RunBatch(const std::vector<Prepared*>& jobs, GatheredBatch& 
                         clock_->Now() - output_start);
   }
   for (size_t i = 0; i < batch.members.size(); ++i) {
-    jobs[batch.members[i]]->Finish(std::move(slices[i]));
+    Reply(*jobs[batch.members[i]], std::move(slices[i]));
   }
+}
+
+void ModelInstance::Reply(Prepared& p, absl::StatusOr<NamedTensors> outputs) {
+  if (replies_ == nullptr || p.finished) {
+    p.Finish(std::move(outputs));
+    return;
+  }
+  // Shared with the task, so that a refused hand-off (the task dropped unrun) still has
+  // the job and its outputs to finish here.
+  struct Pending {
+    std::unique_ptr<InferenceJob> job;
+    absl::StatusOr<NamedTensors> outputs;
+  };
+  auto pending = std::make_shared<Pending>(Pending{std::move(p.job), std::move(outputs)});
+  p.finished = true;  // by the task from here on, or just below
+  const absl::Status st = replies_->Submit(
+      [pending] { pending->job->Finish(std::move(pending->outputs)); });
+  if (!st.ok()) pending->job->Finish(std::move(pending->outputs));
 }
 
 void ModelInstance::RunOneByOne(const std::vector<Prepared*>& jobs, const GatheredBatch& batch,

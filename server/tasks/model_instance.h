@@ -11,6 +11,7 @@
 #include "server/common/clock.h"
 #include "server/runtime/model_runner.h"
 #include "server/tasks/batch_assembly.h"
+#include "server/batching/preparation_pool.h"
 #include "server/tasks/execution_observer.h"
 #include "server/tasks/inference_job.h"
 
@@ -19,9 +20,14 @@ namespace gatescope {
 class ModelInstance final : public Executor {
  public:
   // Owns `runner`. `assembly` (the model's task), `clock` and `observer` (may be null) are
-  // not owned and must outlive the instance.
+  // not owned and must outlive the instance. With `replies` (not owned; must outlive the
+  // instance and run every task it accepted before it is destroyed) predictions are
+  // finished there, not on the worker: their replies (postprocessing, serialisation, the
+  // send) leave the forward's CPU when the pool's threads run elsewhere (--forward_cpus).
+  // A refused hand-off (the pool full or stopping) finishes on the worker.
   ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAssembly* assembly,
-                const Clock* clock, ExecutionObserver* observer);
+                const Clock* clock, ExecutionObserver* observer,
+                PreparationPool* replies = nullptr);
 
   // Jobs must be InferenceJobs (others are refused with INTERNAL). A job whose Prepare
   // fails finishes alone. A model call that fails with INVALID_ARGUMENT (the model
@@ -47,6 +53,8 @@ class ModelInstance final : public Executor {
                 absl::Duration input_time);
   void RunOneByOne(const std::vector<Prepared*>& jobs, const GatheredBatch& batch,
                    absl::Duration input_time);
+  // Finishes `p` with `outputs` on `replies_` when there is one and it accepts, else here.
+  void Reply(Prepared& p, absl::StatusOr<NamedTensors> outputs);
   // `batches` when they carry each of `examples` exactly once; INTERNAL otherwise.
   static absl::StatusOr<std::vector<GatheredBatch>> CheckCoverage(
       std::vector<GatheredBatch> batches, size_t examples);
@@ -55,6 +63,7 @@ class ModelInstance final : public Executor {
   const BatchAssembly* const assembly_;
   const Clock* const clock_;
   ExecutionObserver* const observer_;
+  PreparationPool* const replies_;
 };
 
 }  // namespace gatescope

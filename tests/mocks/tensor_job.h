@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -18,9 +19,10 @@ namespace gatescope::testing {
 struct Results {
   absl::Mutex mu;
   std::vector<absl::StatusOr<NamedTensors>> by_index ABSL_GUARDED_BY(mu);
+  std::vector<std::thread::id> finished_on ABSL_GUARDED_BY(mu);  // the thread of each Finish
   int finished ABSL_GUARDED_BY(mu) = 0;
 
-  explicit Results(int n) : by_index(n, absl::UnknownError("not finished")) {}
+  explicit Results(int n) : by_index(n, absl::UnknownError("not finished")), finished_on(n) {}
   void Await(int n) {
     absl::MutexLock l(&mu);
     auto done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return finished >= n; };
@@ -71,6 +73,7 @@ class TensorJob : public InferenceJob {
   void Finish(absl::StatusOr<NamedTensors> outputs) override {
     absl::MutexLock l(&results_->mu);
     results_->by_index[index_] = std::move(outputs);
+    results_->finished_on[index_] = std::this_thread::get_id();
     ++results_->finished;
   }
 

@@ -79,6 +79,40 @@ TEST_F(ModelInstanceTest, StacksTheGroupAndSlicesEachJobsOutputs) {
   }
 }
 
+// With a reply pool the predictions finish on its threads, each once with its own outputs,
+// and the worker moves on; a pool that refuses (stopped) leaves the replies to the worker.
+TEST_F(ModelInstanceTest, PredictionsFinishOnTheReplyPoolWhenGivenOne) {
+  PreparationPool replies(2, 16);
+  ModelInstance instance(std::make_unique<FakeRunner>(), task_.get(), &clock_, &observer_,
+                         &replies);
+  auto run = [&instance](Results& results, int n) {
+    std::vector<std::unique_ptr<Job>> group;
+    for (int i = 0; i < n; ++i) group.push_back(TensorJob::Filled(i, &results, float(i + 1)));
+    instance.Execute(std::move(group));
+  };
+  Results results(4);
+  run(results, 4);
+  results.Await(4);
+  {
+    absl::MutexLock l(&results.mu);
+    EXPECT_EQ(results.finished, 4);
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(results.by_index[i].ok()) << i;
+      EXPECT_FLOAT_EQ(results.by_index[i]->at("logits")[2].item<float>(), 12.f * (i + 1)) << i;
+      EXPECT_NE(results.finished_on[i], std::this_thread::get_id()) << i;
+    }
+  }
+  replies.Stop();
+  Results inline_results(2);
+  run(inline_results, 2);
+  absl::MutexLock l(&inline_results.mu);
+  EXPECT_EQ(inline_results.finished, 2);  // before Execute returned
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(inline_results.by_index[i].ok()) << i;
+    EXPECT_EQ(inline_results.finished_on[i], std::this_thread::get_id()) << i;
+  }
+}
+
 TEST_F(ModelInstanceTest, DifferentShapesRunInSeparateCalls) {
   Results results(3);
   std::vector<std::unique_ptr<TensorJob>> jobs;
