@@ -84,6 +84,7 @@ ForwardPassScheduling::ForwardPassScheduling() {
   const bool moved = g_request_threads_moved.load(std::memory_order_acquire);
   const bool placed = g_placed.load(std::memory_order_acquire);
   if (!moved && !placed) return;
+  counted_ = true;
   if (t_forward_depth++ > 0) return;
   if (moved) {
     sched_param param{};
@@ -96,11 +97,7 @@ ForwardPassScheduling::ForwardPassScheduling() {
 }
 
 ForwardPassScheduling::~ForwardPassScheduling() {
-  if (!g_request_threads_moved.load(std::memory_order_acquire) &&
-      !g_placed.load(std::memory_order_acquire)) {
-    return;
-  }
-  if (--t_forward_depth > 0) return;
+  if (!counted_ || --t_forward_depth > 0) return;
   if (switched_) {
     sched_param param{};
     sched_setscheduler(0, SCHED_BATCH, &param);
@@ -122,7 +119,7 @@ absl::Status PlaceForwardPasses(const CpuList&, const CpuList&) {
   return absl::UnimplementedError("CPU affinity is set only on Linux");
 }
 
-ForwardPassScheduling::ForwardPassScheduling() { (void)switched_; (void)placed_; }
+ForwardPassScheduling::ForwardPassScheduling() { (void)switched_, (void)placed_, (void)counted_; }
 ForwardPassScheduling::~ForwardPassScheduling() = default;
 
 void NameCurrentThread(const std::string&) {}

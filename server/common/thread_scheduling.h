@@ -63,6 +63,7 @@ class ForwardPassScheduling {
   ForwardPassScheduling& operator=(const ForwardPassScheduling&) = delete;
 
  private:
+  bool counted_ = false;  // this scope counts in the thread's nesting depth
   bool switched_ = false;
   bool placed_ = false;
 };
