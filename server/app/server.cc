@@ -107,8 +107,10 @@ absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
       PreparingScheduler::Wrap(s.preparation.get(), clock, DynamicBatcher::Factory(clock));
   if (s.request_cpus_apart > 0) {
     // Started here, after the placement and the policy: its threads inherit both.
-    s.replies = std::make_unique<PreparationPool>(s.request_cpus_apart,
-                                                  s.options.preparation_queue, "gs-reply");
+    // A reply takes tens of microseconds; the bound keeps finished batches' outputs from
+    // piling up behind slow sends (beyond it the worker finishes replies itself).
+    const int threads = WithinCpuQuota(s.request_cpus_apart);
+    s.replies = std::make_unique<PreparationPool>(threads, 32 * threads, "gs-reply");
     rd.replies = s.replies.get();
   }
   rd.clock = clock;
@@ -262,24 +264,29 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // threads, which it sizes.
   CpuList request_cpus;  // stays empty without --forward_cpus
   bool request_cpus_apart = false;
-  if (!options.forward_cpus.cpus.empty()) {
+  // Sorted and distinct, as the set operations need (options may be built in code).
+  GS_ASSIGN_OR_RETURN(const CpuList forward_cpus,
+                      options.forward_cpus.cpus.empty()
+                          ? absl::StatusOr<CpuList>(CpuList{})
+                          : ParseCpuList(FormatCpuList(options.forward_cpus)));
+  if (!forward_cpus.cpus.empty()) {
     const CpuList process_cpus = CurrentThreadCpus();
-    if (!CpusWithin(options.forward_cpus, process_cpus)) {
+    if (!CpusWithin(forward_cpus, process_cpus)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--forward_cpus=", FormatCpuList(options.forward_cpus),
+          "--forward_cpus=", FormatCpuList(forward_cpus),
           " names CPUs this process may not run on (it may use ",
           FormatCpuList(process_cpus), ")"));
     }
-    request_cpus = CpusNotIn(process_cpus, options.forward_cpus);
+    request_cpus = CpusNotIn(process_cpus, forward_cpus);
     request_cpus_apart = !request_cpus.cpus.empty();
     if (!request_cpus_apart) request_cpus = process_cpus;
   }
   const int instances = options.defaults.instances;
   const TorchThreads threads =
-      options.forward_cpus.cpus.empty()
+      forward_cpus.cpus.empty()
           ? ChooseTorchThreads(options.torch_threads, UsableCores(), instances)
           : ChooseTorchThreads(options.torch_threads,
-                               WithinCpuQuota(static_cast<int>(options.forward_cpus.cpus.size())),
+                               WithinCpuQuota(static_cast<int>(forward_cpus.cpus.size())),
                                instances, request_cpus_apart);
   ApplyTorchThreads(threads.threads);
   GS_LOG(INFO) << "torch threads per forward: " << threads.threads << " (" << threads.reason
@@ -291,9 +298,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // After ApplyTorchThreads (thread pools it sizes start threads that run forwards) and
   // before the first thread of the server's own.
   if (!request_cpus.cpus.empty()) {
-    GS_RETURN_IF_ERROR(PlaceForwardPasses(options.forward_cpus, request_cpus));
+    GS_RETURN_IF_ERROR(PlaceForwardPasses(forward_cpus, request_cpus));
     GS_LOG(INFO) << "cpu placement: forward passes on CPUs "
-                 << FormatCpuList(options.forward_cpus) << ", every other thread on CPUs "
+                 << FormatCpuList(forward_cpus) << ", every other thread on CPUs "
                  << FormatCpuList(request_cpus)
                  << (request_cpus_apart ? "" : " (no CPU left apart: shared)");
   }

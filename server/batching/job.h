@@ -64,7 +64,8 @@ class Executor {
   virtual ~Executor() = default;
   // Runs `group` (1..max_batch_size jobs of equal shape key, or one run_alone job) and
   // finishes every job in it; the executor owns them now. Blocks for the whole
-  // computation. Must not throw.
+  // computation (an executor may hand replies to other threads to finish afterwards).
+  // Must not throw.
   virtual void Execute(std::vector<std::unique_ptr<Job>> group) = 0;
 };
 

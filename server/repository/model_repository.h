@@ -77,7 +77,8 @@ class ModelRepository {
   // UNAVAILABLE after StopAll.
   absl::Status LoadModel(const std::string& name);
 
-  // Removes the model; queued requests finish first. Blocks until they have. Thread-safe.
+  // Removes the model; queued requests run first. Blocks until they have run (with a reply
+  // pool, the last replies may still be going out on its threads). Thread-safe.
   absl::Status UnloadModel(const std::string& name);
 
   // Reconciles with the directory: loads new models, reloads ones whose model.pt or

@@ -54,7 +54,8 @@ class ImageJob final : public InferenceJob {
   const bool ahead_;
   const bool on_caller_;
   // Written by PrepareAhead (preparation thread) or Prepare, read later on the worker
-  // thread; the batcher's queue orders the two threads.
+  // thread (or a reply thread, after ModelInstance's hand-off); the batcher's queue
+  // orders the threads.
   std::optional<absl::StatusOr<at::Tensor>> example_;
   ImageSize size_;
 };

@@ -154,10 +154,16 @@ void ModelInstance::Reply(Prepared& p, absl::StatusOr<NamedTensors> outputs) {
     std::unique_ptr<InferenceJob> job;
     absl::StatusOr<NamedTensors> outputs;
   };
-  auto pending = std::make_shared<Pending>(Pending{std::move(p.job), std::move(outputs)});
+  auto pending = std::make_shared<Pending>();  // may throw: `p` still holds the job
+  pending->job = std::move(p.job);
+  pending->outputs = std::move(outputs);
   p.finished = true;  // by the task from here on, or just below
-  const absl::Status st = replies_->Submit(
-      [pending] { pending->job->Finish(std::move(pending->outputs)); });
+  absl::Status st;
+  try {
+    st = replies_->Submit([pending] { pending->job->Finish(std::move(pending->outputs)); });
+  } catch (const std::exception& e) {  // the task was not queued
+    st = absl::InternalError(e.what());
+  }
   if (!st.ok()) pending->job->Finish(std::move(pending->outputs));
 }
 

@@ -33,8 +33,8 @@ class ModelInstance final : public Executor {
   // fails finishes alone. A model call that fails with INVALID_ARGUMENT (the model
   // rejected an input) is retried one example at a time, so only the offending requests
   // fail; any other failure fails every job of the call. Every job is finished exactly
-  // once before this returns, whatever throws (a job left over then gets INTERNAL), and
-  // nothing thrown escapes.
+  // once, whatever throws (a job left over then gets INTERNAL): before this returns, or
+  // for predictions handed to `replies`, on its thread afterwards. Nothing thrown escapes.
   void Execute(std::vector<std::unique_ptr<Job>> group) override;
 
  private:

@@ -25,7 +25,8 @@
 namespace gatescope {
 
 // Finishes a gatescope.v1 call with its outcome (OK: the response was written). Called
-// exactly once, on a worker thread (or on the calling thread if the job is refused).
+// exactly once, on a worker thread or a reply thread (ModelInstance's `replies`), or on
+// the calling thread if the job is refused.
 using CallDone = std::function<void(absl::Status)>;
 
 // One KServe tensor as a model declares it (ModelMetadata / ModelConfig).

@@ -92,7 +92,8 @@ class TextClassificationTask final : public Task {
       return FillClasses(config_, outputs, k, response);
     };
     return std::unique_ptr<InferenceJob>(
-        std::make_unique<TextJob>(*text, tokenizer_, std::move(write), std::move(done)));
+        std::make_unique<TextJob>(*text, text->size(), tokenizer_, std::move(write),
+                                  std::move(done)));
   }
 
   absl::StatusOr<std::unique_ptr<InferenceJob>> Explain(const v1::ExplainRequest& request,
@@ -122,7 +123,7 @@ class TextClassificationTask final : public Task {
       return absl::OkStatus();
     };
     return std::unique_ptr<InferenceJob>(std::make_unique<TextJob>(
-        *text, tokenizer_, std::move(write), std::move(done),
+        *text, text->size(), tokenizer_, std::move(write), std::move(done),
         Remembering(*std::move(collector_for), collector)));
   }
 
@@ -159,6 +160,8 @@ class TextClassificationTask final : public Task {
       per_text = *std::move(collector_for);
     }
     results->Expect(texts->size());
+    size_t call_bytes = 0;
+    for (std::string_view text : *texts) call_bytes += text.size();
     std::vector<std::unique_ptr<InferenceJob>> jobs;
     for (size_t i = 0; i < texts->size(); ++i) {
       auto collector = std::make_shared<CollectorSlot::element_type>();
@@ -178,8 +181,9 @@ class TextClassificationTask final : public Task {
         return absl::OkStatus();
       };
       auto done = [results, i](absl::Status status) { results->Complete(i, std::move(status)); };
-      jobs.push_back(std::make_unique<TextJob>((*texts)[i], tokenizer_, std::move(write),
-                                               std::move(done), std::move(make)));
+      jobs.push_back(std::make_unique<TextJob>((*texts)[i], call_bytes, tokenizer_,
+                                               std::move(write), std::move(done),
+                                               std::move(make)));
     }
     return jobs;
   }

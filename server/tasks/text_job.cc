@@ -8,9 +8,11 @@
 
 namespace gatescope {
 
-TextJob::TextJob(std::string_view text, std::shared_ptr<const TextTokenizer> tokenizer,
-                 Writer write, Done done, std::optional<CollectorFor> explanation)
+TextJob::TextJob(std::string_view text, size_t call_text_bytes,
+                 std::shared_ptr<const TextTokenizer> tokenizer, Writer write, Done done,
+                 std::optional<CollectorFor> explanation)
     : text_(text),
+      on_caller_(call_text_bytes <= kTokenizeOnCallerBytes),
       tokenizer_(std::move(tokenizer)),
       write_(std::move(write)),
       done_(std::move(done)),

@@ -32,17 +32,21 @@ class TextJob final : public InferenceJob {
       std::function<absl::StatusOr<std::shared_ptr<MapCollector>>(const TokenizedText& text)>;
 
   // `text` must outlive the job (it views the request); `tokenizer` is the task's.
-  TextJob(std::string_view text, std::shared_ptr<const TextTokenizer> tokenizer, Writer write,
-          Done done, std::optional<CollectorFor> explanation = std::nullopt);
+  // `call_text_bytes`: the bytes of every text of the call the job belongs to (a KServe
+  // call may carry several, all tokenized one after another by the thread that receives
+  // it when their total is small).
+  TextJob(std::string_view text, size_t call_text_bytes,
+          std::shared_ptr<const TextTokenizer> tokenizer, Writer write, Done done,
+          std::optional<CollectorFor> explanation = std::nullopt);
 
-  // Tokenizing runs at roughly 10 MB/s (docs/performance.md): up to this many bytes it
-  // costs less than a hop to a preparation thread and holds a gRPC thread well under a
-  // millisecond.
+  // Tokenizing runs at roughly 10 MB/s (docs/performance.md): up to this many bytes per
+  // call it costs less than a hop to a preparation thread and holds a gRPC thread well
+  // under a millisecond.
   static constexpr size_t kTokenizeOnCallerBytes = 4096;
 
   bool explains() const override { return explanation_.has_value(); }
   bool prepares_ahead() const override { return true; }
-  bool prepares_on_caller() const override { return text_.size() <= kTokenizeOnCallerBytes; }
+  bool prepares_on_caller() const override { return on_caller_; }
   absl::Status PrepareAhead() override;  // tokenizes
   // The piece ids; tokenizes first if PrepareAhead did not run (a scheduler that does not
   // prepare ahead).
@@ -52,12 +56,14 @@ class TextJob final : public InferenceJob {
 
  private:
   const std::string_view text_;
+  const bool on_caller_;
   const std::shared_ptr<const TextTokenizer> tokenizer_;
   const Writer write_;
   const Done done_;
   const std::optional<CollectorFor> explanation_;
   // Written by PrepareAhead (before queuing; the queue's hand-off publishes it to the
-  // worker) or else by Prepare, and read by BeginExplain and Finish on the worker thread.
+  // worker) or else by Prepare, and read by BeginExplain and Finish (on the worker, or on
+  // a reply thread after ModelInstance's hand-off).
   bool tokenized_ = false;
   TokenizedText tokens_;
   std::shared_ptr<MapCollector> collector_;

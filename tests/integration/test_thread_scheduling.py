@@ -194,7 +194,7 @@ def test_forward_cpus_put_forwards_on_their_cpus_and_every_other_thread_on_the_r
         assert {cpus for *_, cpus in request} == {rest}, table
         # ... where the replies are finished when there are CPUs apart ...
         replies = [t for t in table if t[1] == "gs-reply"]
-        assert (len(replies) == len(rest)) if len(mine) > 1 else not replies, table
+        assert (1 <= len(replies) <= len(rest)) if len(mine) > 1 else not replies, table
         assert {cpus for *_, cpus in replies} <= {rest}, table
         # ... and threads libraries started before main (OpenBLAS's pool, unnamed) with the
         # forwards, whose work they do.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "server/api/infer_results.h"
 #include "server/config/model_config.h"
 #include "server/preprocess/text_tokenizer.h"
 #include "server/preprocess/utf8.h"
@@ -244,6 +245,29 @@ TEST(TextTaskTest, TextsAreTokenizedBeforeQueuing) {
   const absl::StatusOr<at::Tensor> pooled_ids = (*pooled)->Prepare();
   ASSERT_TRUE(pooled_ids.ok());
   EXPECT_TRUE(at::equal(*pooled_ids, *ids));  // the same first 8 pieces
+}
+
+// A KServe call's texts are all tokenized by the thread that receives it when small: the
+// bound is on the call's total, not on each text.
+TEST(TextTaskTest, AKServeCallTokenizesOnTheCallerOnlyWhenItsTextsAreSmallInAll) {
+  auto task = TextTask();
+  for (size_t each : {size_t{100}, size_t{3000}}) {
+    ::inference::ModelInferRequest request;
+    auto* in = request.add_inputs();
+    in->set_name("text");
+    in->set_datatype("BYTES");
+    in->add_shape(2);
+    for (int i = 0; i < 2; ++i) in->mutable_contents()->add_bytes_contents(std::string(each, 'a'));
+    ::inference::ModelInferResponse response;
+    auto results = std::make_shared<InferResults>(&request, &response, nullptr);
+    auto jobs = task->Infer(request, results);
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    ASSERT_EQ(jobs->size(), 2u);
+    for (const auto& job : *jobs) {
+      EXPECT_TRUE(job->prepares_ahead());
+      EXPECT_EQ(job->prepares_on_caller(), each == 100) << each;  // 200 vs 6000 bytes
+    }
+  }
 }
 
 TEST(TextTaskTest, ImageTasksRefuseText) {
