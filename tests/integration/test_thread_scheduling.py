@@ -4,6 +4,7 @@ with, every other thread (gRPC's, main) under SCHED_BATCH, also after load; --re
 =false leaves every thread as it was, and a policy the operator chose (chrt) is kept. With
 --forward_cpus the forward passes run on those CPUs and every other thread on the rest.
 Read from /proc, the kernel's own account; the numbers are Linux's policy constants."""
+import importlib.util
 import json
 import os
 import pathlib
@@ -63,13 +64,12 @@ def predict_each(server, pngs):
     return out
 
 
-def parse_cpu_list(text):
-    """The kernel's list format ("0-3,8") as a set of CPU numbers."""
-    cpus = set()
-    for item in text.split(","):
-        first, _, last = item.partition("-")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return cpus
+# The kernel's CPU list format ("0-3,8") as a set: the tuner's parser (a script, not a package).
+_spec = importlib.util.spec_from_file_location("gatescope_tune",
+                                               REPO / "scripts" / "gatescope_tune.py")
+_tune = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_tune)
+parse_cpu_list = _tune.parse_cpu_list
 
 
 def cpus_allowed(server):
