@@ -49,7 +49,6 @@ struct Server::State {
   // With --forward_cpus apart: finishes predictions on the request CPUs (ModelInstance);
   // outlives the models' instances.
   std::unique_ptr<PreparationPool> replies;
-  int request_cpus_apart = 0;  // how many CPUs the request threads have to themselves
   std::unique_ptr<ModelRepository> repository;
   std::unique_ptr<V1Core> v1;         // the calls, for every transport
   std::unique_ptr<KServeCore> kserve_core;
@@ -105,14 +104,7 @@ absl::Status StartRepository(Server::State& s, const ServerDeps& deps) {
                                                     s.options.preparation_queue);
   rd.schedulers =
       PreparingScheduler::Wrap(s.preparation.get(), clock, DynamicBatcher::Factory(clock));
-  if (s.request_cpus_apart > 0) {
-    // Started here, after the placement and the policy: its threads inherit both.
-    // A reply takes tens of microseconds; the bound keeps finished batches' outputs from
-    // piling up behind slow sends (beyond it the worker finishes replies itself).
-    const int threads = WithinCpuQuota(s.request_cpus_apart);
-    s.replies = std::make_unique<PreparationPool>(threads, 32 * threads, "gs-reply");
-    rd.replies = s.replies.get();
-  }
+  rd.replies = s.replies.get();
   rd.clock = clock;
   GS_ASSIGN_OR_RETURN(s.repository, ModelRepository::Load(repo, std::move(rd)));
   WireHealth(s.health.get(), s.repository.get());  // before the poller can change models
@@ -312,7 +304,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   } else {
     GS_LOG(INFO) << "thread scheduling: unchanged (--request_threads_batch_scheduling=false)";
   }
-  if (request_cpus_apart) state->request_cpus_apart = static_cast<int>(request_cpus.cpus.size());
+  if (request_cpus_apart) {
+    // Started here, after the placement and the policy: its threads inherit both.
+    // A reply takes tens of microseconds; the bound keeps finished batches' outputs from
+    // piling up behind slow sends (beyond it the worker finishes replies itself).
+    const int threads = WithinCpuQuota(static_cast<int>(request_cpus.cpus.size()));
+    state->replies = std::make_unique<PreparationPool>(threads, 32 * threads, "gs-reply");
+  }
   state->metrics = std::make_unique<ServerMetrics>(state->registry);
   GS_ASSIGN_OR_RETURN(state->access, AccessControl::Load(options.security.access));
   // Read once, for gRPC and /metrics.

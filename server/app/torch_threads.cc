@@ -2,7 +2,6 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <fstream>
@@ -13,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "server/common/cpu_list.h"
 
 namespace gatescope {
 
@@ -52,9 +52,7 @@ int WithinCpuQuota(int cpus) {
 }
 
 int UsableCores() {
-  cpu_set_t set;
-  int cores = 0;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  int cores = static_cast<int>(CurrentThreadCpus().cpus.size());
   // (More CPUs than a cpu_set_t holds: the machine's count.)
   if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
   return WithinCpuQuota(cores);
