@@ -18,7 +18,8 @@ struct ClassProbability {
 };
 
 // `logits` is one example's [num_classes] vector. Returns the min(k, num_classes) most
-// probable classes (softmax), highest first. INTERNAL if the label count differs.
+// probable classes (softmax), highest first; equal probabilities by class index, and NaN
+// above any number (as torch.topk ranks it). INTERNAL if the label count differs.
 absl::StatusOr<std::vector<ClassProbability>> TopKClasses(
     const at::Tensor& logits, const google::protobuf::RepeatedPtrField<std::string>& labels,
     int k);

@@ -53,6 +53,28 @@ at::Tensor Normalise(const at::Tensor& pixels, const InputSpec& spec) {
   return ((pixels * spec.scale()) - mean) / std;
 }
 
+at::Tensor NormaliseBytes(const uint8_t* pixels, int64_t channels, ImageSize size,
+                          bool interleaved, const InputSpec& spec) {
+  const int64_t plane = size.height * size.width;
+  at::Tensor out = at::empty({channels, size.height, size.width}, at::kFloat);
+  float* to = out.data_ptr<float>();
+  // Normalise's three float32 operations, in its order and rounding: v * scale, - mean,
+  // / std (this file is built with -ffp-contract=off, so no multiply-add fuses them).
+  const float scale = spec.scale();
+  for (int64_t c = 0; c < channels; ++c) {
+    const float mean = spec.mean(static_cast<int>(c));
+    const float std = spec.std(static_cast<int>(c));
+    const int64_t first = interleaved ? c : c * plane;
+    const int64_t step = interleaved ? channels : 1;
+    float* row = to + c * plane;
+    for (int64_t i = 0; i < plane; ++i) {
+      const float scaled = static_cast<float>(pixels[first + i * step]) * scale;
+      row[i] = (scaled - mean) / std;
+    }
+  }
+  return out;
+}
+
 at::Tensor ToModelInput(const at::Tensor& pixels, const InputSpec& spec) {
   const at::Tensor resized =
       spec.native_size() ? pixels : ResizeBilinear(pixels, {spec.shape(1), spec.shape(2)});

@@ -31,6 +31,15 @@ at::Tensor ResizeBilinear(const at::Tensor& image, ImageSize size);
 // whole example, as models/gatescope/segmentation.py's preprocess).
 at::Tensor Normalise(const at::Tensor& pixels, const InputSpec& spec);
 
+// 8-bit pixels -> the model input [C, H, W] float32, normalised mean_std as `spec` says,
+// in one pass with no intermediate tensors (the per-request path of small images). The
+// values are those of Normalise over the same pixels as float32, bit for bit. `pixels`
+// holds `channels` x `size` bytes, interleaved ([H, W, C], a decoded image) or planar
+// ([C, H, W], a uint8 tensor input). Only for specs that do not use minmax (checked by
+// the caller).
+at::Tensor NormaliseBytes(const uint8_t* pixels, int64_t channels, ImageSize size,
+                          bool interleaved, const InputSpec& spec);
+
 // Pixels [C, H0, W0] float32 in 0..255 units -> the model input [C, H, W]: resized to the
 // spec's [H, W] when they differ (the spec must allow any_size; callers check the shape
 // otherwise) unless spec.native_size keeps [H0, W0], then normalised.

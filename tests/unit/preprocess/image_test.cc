@@ -1,9 +1,12 @@
 #include "server/preprocess/image.h"
+#include "server/preprocess/normalize.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
 #include <string>
 #include <vector>
 
@@ -101,6 +104,41 @@ TEST(PixelsToTensorTest, Uint8AndFloatAgree) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_TRUE(at::allclose(*a, *b, 1e-5, 1e-5));
   EXPECT_NEAR((*a)[0][1][1].item<float>(), 2.f, 1e-5);  // (1 - 0.5) / 0.25
+}
+
+// Every byte value, three channels of their own mean and std, both layouts: the one-pass
+// normalisation gives Normalise's float32 values bit for bit.
+TEST(NormaliseBytesTest, EqualsNormaliseExactly) {
+  InputSpec spec;
+  for (int64_t d : {3, 16, 16}) spec.add_shape(d);
+  spec.set_scale(1.f / 255.f);
+  for (float m : {0.485f, 0.456f, 0.406f}) spec.add_mean(m);
+  for (float s : {0.229f, 0.224f, 0.225f}) spec.add_std(s);
+  const at::Tensor hwc =
+      at::arange(16 * 16 * 3, at::kLong).remainder(256).to(at::kByte).reshape({16, 16, 3});
+  const at::Tensor chw = hwc.permute({2, 0, 1}).contiguous();
+  const at::Tensor want = Normalise(chw.to(at::kFloat), spec);
+  const at::Tensor interleaved = NormaliseBytes(hwc.data_ptr<uint8_t>(), 3, {16, 16},
+                                                /*interleaved=*/true, spec);
+  const at::Tensor planar = NormaliseBytes(chw.data_ptr<uint8_t>(), 3, {16, 16},
+                                           /*interleaved=*/false, spec);
+  EXPECT_EQ(interleaved.sizes(), want.sizes());
+  EXPECT_TRUE(at::equal(interleaved, want));
+  EXPECT_TRUE(at::equal(planar, want));
+  // And the image paths that use it: a decoded PNG and a uint8 tensor input.
+  cv::Mat rgb(16, 16, CV_8UC3);
+  std::memcpy(rgb.data, hwc.data_ptr<uint8_t>(), 16 * 16 * 3);
+  cv::Mat bgr;
+  cv::cvtColor(rgb, bgr, cv::COLOR_RGB2BGR);
+  spec.set_color("rgb");
+  auto decoded = DecodeImage(EncodePng(bgr), spec);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(at::equal(*decoded, want));
+  auto tensor = PixelsToTensor(
+      std::string(reinterpret_cast<const char*>(chw.data_ptr<uint8_t>()), 16 * 16 * 3),
+      PixelType::kUint8, {3, 16, 16}, spec);
+  ASSERT_TRUE(tensor.ok()) << tensor.status();
+  EXPECT_TRUE(at::equal(*tensor, want));
 }
 
 TEST(PixelsToTensorTest, RejectsShapeSizeAndRange) {
