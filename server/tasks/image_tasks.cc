@@ -135,6 +135,13 @@ absl::StatusOr<std::vector<GatheredBatch>> ImageTask::Gather(
     batches[it->second].members.push_back(i);
   }
   for (GatheredBatch& batch : batches) {
+    if (batch.members.size() == 1) {
+      // A batch of one views its example, no copy (a KServe input's example views the
+      // request's bytes): it outlives the call and nothing reads it afterwards, so a
+      // model that writes to its input changes only its own request's bytes.
+      batch.inputs = {examples[batch.members.front()].unsqueeze(0)};
+      continue;
+    }
     std::vector<at::Tensor> rows;
     for (size_t i : batch.members) rows.push_back(examples[i]);
     batch.inputs = {at::stack(rows)};

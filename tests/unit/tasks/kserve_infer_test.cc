@@ -282,5 +282,26 @@ TEST(KServeInferTest, SmallImagesAreDecodedOnTheReceivingThread) {
   EXPECT_FALSE((*jobs)[0]->prepares_on_caller());
 }
 
+// A batch of one is its example viewed with a batch dim (no copy); larger batches of
+// equal shapes are stacked copies, and a different shape makes a batch of its own.
+TEST(ImageGatherTest, OneExampleIsViewedOthersStacked) {
+  auto task = TaskFrom(kClassifier);
+  const at::Tensor a = at::rand({1, 2, 2}), b = at::rand({1, 2, 2}), c = at::rand({1, 3, 3});
+  auto one = task->Gather({a});
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_EQ(one->size(), 1u);
+  const at::Tensor& alone = one->front().inputs.at(0);
+  EXPECT_EQ(alone.sizes(), (std::vector<int64_t>{1, 1, 2, 2}));
+  EXPECT_EQ(alone.data_ptr(), a.data_ptr());
+  auto mixed = task->Gather({a, c, b});
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  ASSERT_EQ(mixed->size(), 2u);
+  EXPECT_EQ((*mixed)[0].members, (std::vector<size_t>{0, 2}));
+  EXPECT_TRUE(at::equal((*mixed)[0].inputs.at(0), at::stack({a, b})));
+  EXPECT_NE((*mixed)[0].inputs.at(0).data_ptr(), a.data_ptr());
+  EXPECT_EQ((*mixed)[1].members, (std::vector<size_t>{1}));
+  EXPECT_TRUE(at::equal((*mixed)[1].inputs.at(0), c.unsqueeze(0)));
+}
+
 }  // namespace
 }  // namespace gatescope
