@@ -14,7 +14,7 @@ keep at most on the same core, f / (f + c), for a few f: the reach of the 85 % g
 docs/performance.md on this machine.
 
 Usage: /usr/bin/python3 benchmarks/bench_server_floor.py [--server-cores 0]
-       [--client-cores 1] [--window-ms 1500] [--delay-us 200] [--server-flag=--FLAG=VALUE ...]
+       [--forward-cpus LIST] [--client-cores 1] [--window-ms 1500] [--delay-us 200] [--server-flag=--FLAG=VALUE ...]
 """
 import argparse
 import pathlib
@@ -58,6 +58,9 @@ def write_repository(repo):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--server-cores", default="0")
+    ap.add_argument("--forward-cpus", default="",
+                    help="the servers' --forward_cpus (within --server-cores); the stand-in's "
+                         "in-process forward is then measured there")
     ap.add_argument("--client-cores", default="1")
     ap.add_argument("--window-ms", type=int, default=1500)
     ap.add_argument("--delay-us", type=int, default=200)
@@ -71,7 +74,8 @@ def main():
     try:
         repo = tmp / "repo"
         write_repository(repo)
-        measured = in_process(NAME, args.server_cores, 1, args.seconds, repository=repo)
+        measured = in_process(NAME, args.forward_cpus or args.server_cores, 1, args.seconds,
+                              repository=repo)
         inputs = write_inputs("image_classification", tmp / "inputs")
         unbatched = serve_and_measure(repo, NAME, ["--max_batch_size=1", *args.server_flag], args, (1, 8),
                                       inputs, tmp / "unbatched")
@@ -81,8 +85,10 @@ def main():
             args, (1, 64), inputs, tmp / "dynamic")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"Server on cores {args.server_cores}, gatescope-perf on cores {args.client_cores}, "
-          "1 Torch thread, gatescope.v1 Predict of 64 Fashion-MNIST PNGs")
+    placed = (f" (forward passes on cores {args.forward_cpus}, --forward_cpus)"
+              if args.forward_cpus else "")
+    print(f"Server on cores {args.server_cores}{placed}, gatescope-perf on cores "
+          f"{args.client_cores}, 1 Torch thread, gatescope.v1 Predict of 64 Fashion-MNIST PNGs")
     print("\nIn-process forward of the stand-in: " + ", ".join(
         f"b{s['batch']} {1e6 / s['images_per_s']:.1f} us/image"
         for s in measured["measurements"]))
