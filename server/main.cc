@@ -65,6 +65,11 @@ ABSL_FLAG(int, max_batch_size, 16,
           "overrides)");
 ABSL_FLAG(int, max_queue_size, 256,
           "Default waiting requests per model and priority level before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, forward_idle_poll_us, 500,
+          "With --forward_cpus leaving CPUs apart: how long a model's worker that finds its "
+          "queue empty keeps checking for a request (yielding its CPU to any other runnable "
+          "thread) before it sleeps; an arrival in that window starts without a wake-up. "
+          "0: sleep at once. Ignored without CPUs apart");
 ABSL_FLAG(bool, early_batch_release, true,
           "Run a batch before its queue delay ends when arrivals are sparse (the mean gap "
           "between recent arrivals is longer than the rest of the delay), so a lone caller "
@@ -241,6 +246,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.torch_threads = absl::GetFlag(FLAGS_torch_threads);
   o.request_threads_batch_scheduling = absl::GetFlag(FLAGS_request_threads_batch_scheduling);
   o.forward_cpus = absl::GetFlag(FLAGS_forward_cpus);
+  o.forward_idle_poll = absl::Microseconds(absl::GetFlag(FLAGS_forward_idle_poll_us));
   o.defaults.max_batch_size = absl::GetFlag(FLAGS_max_batch_size);
   o.defaults.max_queue_size = absl::GetFlag(FLAGS_max_queue_size);
   o.defaults.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));

@@ -291,10 +291,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // before the first thread of the server's own.
   if (!request_cpus.cpus.empty()) {
     GS_RETURN_IF_ERROR(PlaceForwardPasses(forward_cpus, request_cpus));
+    // Workers poll before they sleep only on CPUs of their own.
+    if (request_cpus_apart) state->options.defaults.idle_poll = options.forward_idle_poll;
     GS_LOG(INFO) << "cpu placement: forward passes on CPUs "
                  << FormatCpuList(forward_cpus) << ", every other thread on CPUs "
                  << FormatCpuList(request_cpus)
-                 << (request_cpus_apart ? "" : " (no CPU left apart: shared)");
+                 << (request_cpus_apart
+                         ? absl::StrCat("; idle workers poll ",
+                                        absl::FormatDuration(options.forward_idle_poll),
+                                        " before they sleep")
+                         : " (no CPU left apart: shared)");
   }
   if (options.request_threads_batch_scheduling) {
     const absl::Status st = SetRequestThreadsToBatchScheduling();

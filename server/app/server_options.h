@@ -74,6 +74,10 @@ struct ServerOptions {
   // CPUs (all of them when none is left); Start refuses CPUs the process may not use.
   // Process-wide and not undone, like the scheduling policy.
   CpuList forward_cpus;
+  // With forward_cpus leaving other CPUs apart: every model's DynamicBatchingConfig
+  // idle_poll (a worker checks for arrivals this long before it sleeps). Ignored otherwise
+  // (a polling worker would take a shared CPU from the request threads).
+  absl::Duration forward_idle_poll = absl::Microseconds(500);
   ServingDefaults defaults;  // per model, unless its config.pbtxt says otherwise
   enum class ModelControl { kNone, kExplicit, kPoll };
   ModelControl model_control = ModelControl::kNone;

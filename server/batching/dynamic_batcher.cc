@@ -1,7 +1,9 @@
 #include "server/batching/dynamic_batcher.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -73,7 +75,8 @@ SchedulerFactory DynamicBatcher::Factory(const Clock* clock) {
 
 DynamicBatcher::DynamicBatcher(DynamicBatchingConfig config, const Clock* clock,
                                QueueObserver* observer)
-    : clock_(clock), observer_(observer), queue_(std::move(config)) {}
+    : clock_(clock), observer_(observer), idle_poll_(config.idle_poll),
+      queue_(std::move(config)) {}
 
 DynamicBatcher::~DynamicBatcher() { Stop(); }
 
@@ -102,7 +105,10 @@ absl::Status DynamicBatcher::Enqueue(WorkItem item) {
         cancelled = queue_.TakeIf(Cancelled);
         if (!expired.empty() || !cancelled.empty()) st = push();
       }
-      if (st.ok()) ++arrivals_;
+      if (st.ok()) {
+        ++arrivals_;
+        signals_.fetch_add(1, std::memory_order_release);
+      }
       ReportDepth();
     }
   }
@@ -117,6 +123,7 @@ void DynamicBatcher::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    signals_.fetch_add(1, std::memory_order_release);
   }
   absl::MutexLock lock(&join_mu_);
   for (auto& w : workers_) {
@@ -129,7 +136,19 @@ int DynamicBatcher::QueueDepth() const {
   return static_cast<int>(queue_.size());
 }
 
+void DynamicBatcher::PollForSignal(uint64_t seen) const {
+  // Real time, whatever clock_ is: the window bounds CPU spent, not a latency budget.
+  const auto until = std::chrono::steady_clock::now() +
+                     absl::ToChronoMicroseconds(idle_poll_);
+  while (signals_.load(std::memory_order_acquire) == seen &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::yield();  // another runnable thread on this CPU goes first
+  }
+}
+
 bool DynamicBatcher::NextWork(std::vector<Entry>& expired, std::vector<Entry>& group) {
+  const bool polls = idle_poll_ > absl::ZeroDuration();
+  bool polled = false;  // one window per idle start, then the sleep
   absl::MutexLock lock(&mu_);
   for (;;) {
     const absl::Time now = clock_->Now();
@@ -148,6 +167,15 @@ bool DynamicBatcher::NextWork(std::vector<Entry>& expired, std::vector<Entry>& g
       return true;
     }
     if (stopping_ && queue_.size() == 0) return false;
+    if (polls && !polled && queue_.size() == 0 && !stopping_) {
+      polled = true;
+      const uint64_t signals = signals_.load(std::memory_order_relaxed);
+      mu_.Unlock();  // re-taken before the loop reads the queue again
+      PollForSignal(signals);
+      mu_.Lock();
+      continue;
+    }
+    polled = false;
     const uint64_t seen = arrivals_;
     auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return arrivals_ != seen || stopping_;

@@ -2,6 +2,8 @@
 // Torch-free: it forms groups of opaque jobs; the instances gather, run and scatter.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -17,7 +19,9 @@ namespace gatescope {
 // Each worker drives one instance (Executor). A free worker asks the BatchQueue for the
 // next group, waiting through the clock up to max_queue_delay for a fuller one; it refuses
 // jobs past their deadline or cancelled, and hands the rest to its instance. Nothing
-// thrown on a worker escapes.
+// thrown on a worker escapes. With config.idle_poll, a worker that finds the queue empty
+// checks for arrivals (without the lock, yielding between checks) for that long of real
+// time before it sleeps on the clock.
 class DynamicBatcher : public Scheduler {
  public:
   // `instances` (at least one), `clock` and `observer` (optional) are not owned and must
@@ -42,13 +46,19 @@ class DynamicBatcher : public Scheduler {
   // Takes expired entries or the next group; false when stopping and drained.
   bool NextWork(std::vector<Entry>& expired, std::vector<Entry>& group);
   void ReportDepth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns once signals_ differs from `seen` or config idle_poll has passed. Called
+  // without mu_.
+  void PollForSignal(uint64_t seen) const;
 
   const Clock* const clock_;
   QueueObserver* const observer_;  // may be null
+  const absl::Duration idle_poll_;  // config.idle_poll (before queue_, which takes config)
   mutable absl::Mutex mu_;
   BatchQueue<WorkItem> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t arrivals_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Counts arrivals and Stop, written under mu_: what a polling worker watches.
+  std::atomic<uint64_t> signals_{0};
   absl::Mutex join_mu_;  // serialises Stop() callers around the joins
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(join_mu_);
 };

@@ -24,6 +24,9 @@ absl::Status NormaliseBatchingConfig(DynamicBatchingConfig& config) {
   if (config.max_queue_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_queue_delay_microseconds must be >= 0");
   }
+  if (config.idle_poll < absl::ZeroDuration() || config.idle_poll > absl::Seconds(1)) {
+    return absl::InvalidArgumentError("the idle poll must be in 0..1 s");
+  }
   if (config.priority_levels > kMaxPriorityLevels) {
     return absl::InvalidArgumentError(
         absl::StrCat("priority_levels must be at most ", kMaxPriorityLevels));

@@ -95,6 +95,7 @@ absl::StatusOr<DynamicBatchingConfig> MakeBatching(const ServingDefaults& defaul
   if (overrides.max_batch_size() > 0) b.max_batch_size = overrides.max_batch_size();
   b.max_queue_delay = defaults.max_queue_delay;
   b.release_when_arrivals_are_sparse = defaults.early_batch_release;
+  b.idle_poll = defaults.idle_poll;
   b.queue_policy.max_queue_size = defaults.max_queue_size;
   if (overrides.has_dynamic_batching()) {
     const auto& db = overrides.dynamic_batching();

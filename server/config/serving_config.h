@@ -18,6 +18,9 @@ struct ServingDefaults {
   // DynamicBatchingConfig::release_when_arrivals_are_sparse of every model.
   bool early_batch_release = false;
   int instances = 1;  // CPU instances when config.pbtxt has no instance_group
+  // DynamicBatchingConfig::idle_poll of every model (the server sets it only when the
+  // forward passes have CPUs of their own).
+  absl::Duration idle_poll = absl::ZeroDuration();
 };
 
 struct ServingPlan {

@@ -72,6 +72,21 @@ _spec.loader.exec_module(_tune)
 parse_cpu_list = _tune.parse_cpu_list
 
 
+def forward_cpu_ticks(server):
+    """CPU time (clock ticks, user + system) the server's gs-forward threads have used."""
+    total = 0
+    for tid, name, _ in threads(server):
+        if name != "gs-forward":
+            continue
+        try:
+            stat = pathlib.Path(f"/proc/{server.proc.pid}/task/{tid}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # from field 3 on
+        total += int(fields[14 - 3]) + int(fields[15 - 3])
+    return total
+
+
 def cpus_allowed(server):
     """(tid, name, CPUs the thread may run on) of every thread of the server process."""
     out = []
@@ -186,6 +201,12 @@ def test_forward_cpus_put_forwards_on_their_cpus_and_every_other_thread_on_the_r
         finally:
             load.kill()
             load.wait()
+        # Idle again, the workers poll for at most --forward_idle_poll_us after their last
+        # request and then sleep: over a second they take (almost) no CPU time.
+        time.sleep(0.2)
+        before = forward_cpu_ticks(srv)
+        time.sleep(1.0)
+        assert forward_cpu_ticks(srv) - before <= 5, "an idle worker kept its CPU busy"
         # The workers, and threads Torch started from them (they inherit the name) ...
         assert {cpus for _, name, cpus in table if name == "gs-forward"} == {forward}, table
         # ... gRPC's threads (also those started under load) and main on the rest ...
@@ -202,11 +223,23 @@ def test_forward_cpus_put_forwards_on_their_cpus_and_every_other_thread_on_the_r
         log = srv.log()
         assert f"cpu placement: forward passes on CPUs {mine[0]}, every other thread on CPUs" \
             in log, log
+        assert ("idle workers poll 500us before they sleep" if len(mine) > 1
+                else "(no CPU left apart: shared)") in log, log
         # Automatic Torch threads: the forward CPUs are the forwards' own.
         assert "torch threads per forward: 1 (automatic: 1 core(s) of --forward_cpus" in log \
             or len(mine) == 1, log
     finally:
         assert stop_server(srv) == 0, srv.log()
+
+
+def test_an_idle_poll_out_of_range_stops_the_server_with_the_reason(tmp_path):
+    res = subprocess.run([str(BUILD / "server" / "gatescope-server"),
+                          f"--model_repository={tmp_path}", "--grpc_port=0", "--http_port=0",
+                          "--metrics_port=0", "--forward_idle_poll_us=-1"],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert "forward_idle_poll" in res.stdout + res.stderr and "0..1s" in res.stdout + res.stderr, \
+        res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("value, message", [

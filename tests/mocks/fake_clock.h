@@ -26,6 +26,7 @@ class FakeClock : public Clock {
   bool AwaitWithDeadline(absl::Mutex& mu, const absl::Condition& condition,
                          absl::Time deadline) const override ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (condition.Eval()) return true;
+    waits_.fetch_add(1);
     auto waiter = std::make_shared<Waiter>();
     waiter->mu = &mu;
     waiter->deadline = deadline;
@@ -72,6 +73,10 @@ class FakeClock : public Clock {
     }
   }
 
+  // How many times a thread has begun to wait on this clock (its condition false), with
+  // or without a deadline.
+  int waits() const { return waits_.load(); }
+
   // Blocks until at least `n` threads wait on this clock for a (finite) deadline it has not
   // reached: a test advances time only once the code under test waits for time. Waits
   // with no deadline (only for their condition) do not count.
@@ -95,6 +100,7 @@ class FakeClock : public Clock {
     std::atomic<bool> done{false};   // it has stopped waiting
   };
 
+  mutable std::atomic<int> waits_{0};
   mutable absl::Mutex time_mu_;
   absl::Time now_ ABSL_GUARDED_BY(time_mu_);
   mutable absl::Mutex waiters_mu_;

@@ -245,6 +245,9 @@ TEST(ServerOptionsTest, LimitsAndHostsOutOfRangeAreRefusedByName) {
       {[](O& o) { o.host = "example.com"; }, "host = 'example.com' is not localhost"},
       {[](O& o) { o.host = "[::1]"; }, "host = '[::1]'"},
       {[](O& o) { o.host = ""; }, "host = ''"},
+      {[](O& o) { o.forward_idle_poll = absl::Microseconds(-1); },
+       "forward_idle_poll = -1us is out of range (0..1s)"},
+      {[](O& o) { o.forward_idle_poll = absl::Seconds(2); }, "forward_idle_poll = 2s"},
   };
   for (const Case& c : cases) {
     ServerOptions o;

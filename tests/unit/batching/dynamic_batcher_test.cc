@@ -316,12 +316,64 @@ TEST(DynamicBatcherTest, WorkersWaitWithoutTimerSlack) {
   EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), 50000) << "only the worker's own slack";
 }
 
+std::unique_ptr<DynamicBatcher> MakePolling(Executor* executor, const Clock* clock,
+                                            absl::Duration idle_poll) {
+  DynamicBatchingConfig config;
+  config.max_batch_size = 4;
+  config.idle_poll = idle_poll;
+  return DynamicBatcher::Create({executor}, config, clock).value();
+}
+
+TEST(DynamicBatcherTest, AnIdleWorkerPollsForArrivalsInsteadOfSleeping) {
+  FakeExecutor executor;
+  FakeClock clock;
+  auto batcher = MakePolling(&executor, &clock, absl::Seconds(1));
+  Outcomes outcomes(3);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(batcher->Enqueue(Item(i, &outcomes)).ok());
+    outcomes.Await(i + 1);
+  }
+  // Each arrival came within a window: the worker never slept on the clock.
+  EXPECT_EQ(clock.waits(), 0);
+  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {1}, {2}}));
+}
+
+TEST(DynamicBatcherTest, AWorkerSleepsOnceItsPollWindowHasPassed) {
+  FakeExecutor executor;
+  FakeClock clock;
+  auto batcher = MakePolling(&executor, &clock, absl::Milliseconds(20));
+  Outcomes outcomes(2);
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  outcomes.Await(1);
+  while (clock.waits() == 0) std::this_thread::yield();  // hangs if the poll never ends
+  ASSERT_TRUE(batcher->Enqueue(Item(1, &outcomes)).ok());  // wakes the sleeping worker
+  outcomes.Await(2);
+  EXPECT_TRUE(outcomes.executed(1));
+}
+
+TEST(DynamicBatcherTest, StopEndsAPollAtOnce) {
+  FakeExecutor executor;
+  FakeClock clock;
+  auto batcher = MakePolling(&executor, &clock, absl::Seconds(1));
+  Outcomes outcomes(1);
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  outcomes.Await(1);  // the worker is polling now, for up to a second
+  const absl::Time start = absl::Now();
+  batcher->Stop();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(900)) << "Stop waited out the window";
+  EXPECT_EQ(clock.waits(), 0);
+}
+
 TEST(DynamicBatcherTest, RejectsBadOptions) {
   FakeExecutor executor;
   FakeClock clock;
   DynamicBatchingConfig bad;
   bad.max_batch_size = 0;
   EXPECT_EQ(DynamicBatcher::Create({&executor}, bad, &clock).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  DynamicBatchingConfig long_poll;
+  long_poll.idle_poll = absl::Seconds(2);
+  EXPECT_EQ(DynamicBatcher::Create({&executor}, long_poll, &clock).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(DynamicBatcher::Create({nullptr}, DynamicBatchingConfig(), &clock).ok());
   EXPECT_FALSE(DynamicBatcher::Create({}, DynamicBatchingConfig(), &clock).ok());
