@@ -338,30 +338,33 @@ TEST(DynamicBatcherTest, AnIdleWorkerPollsForArrivalsInsteadOfSleeping) {
   EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {1}, {2}}));
 }
 
-TEST(DynamicBatcherTest, AWorkerSleepsOnceItsPollWindowHasPassed) {
+// A polling batcher whose worker has just run job 0 of `jobs`: idle from here on.
+struct IdleAfterOneJob {
+  IdleAfterOneJob(absl::Duration idle_poll, int jobs) : outcomes(jobs) {
+    batcher = MakePolling(&executor, &clock, idle_poll);
+    EXPECT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+    outcomes.Await(1);
+  }
   FakeExecutor executor;
   FakeClock clock;
-  auto batcher = MakePolling(&executor, &clock, absl::Milliseconds(20));
-  Outcomes outcomes(2);
-  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
-  outcomes.Await(1);
-  while (clock.waits() == 0) std::this_thread::yield();  // hangs if the poll never ends
-  ASSERT_TRUE(batcher->Enqueue(Item(1, &outcomes)).ok());  // wakes the sleeping worker
-  outcomes.Await(2);
-  EXPECT_TRUE(outcomes.executed(1));
+  Outcomes outcomes;
+  std::unique_ptr<DynamicBatcher> batcher;  // first to go: it uses the others
+};
+
+TEST(DynamicBatcherTest, AWorkerSleepsOnceItsPollWindowHasPassed) {
+  IdleAfterOneJob idle(absl::Milliseconds(20), 2);
+  while (idle.clock.waits() == 0) std::this_thread::yield();  // hangs if the poll never ends
+  ASSERT_TRUE(idle.batcher->Enqueue(Item(1, &idle.outcomes)).ok());  // wakes the worker
+  idle.outcomes.Await(2);
+  EXPECT_TRUE(idle.outcomes.executed(1));
 }
 
 TEST(DynamicBatcherTest, StopEndsAPollAtOnce) {
-  FakeExecutor executor;
-  FakeClock clock;
-  auto batcher = MakePolling(&executor, &clock, absl::Seconds(1));
-  Outcomes outcomes(1);
-  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
-  outcomes.Await(1);  // the worker is polling now, for up to a second
+  IdleAfterOneJob idle(absl::Seconds(1), 1);  // the worker polls now, for up to a second
   const absl::Time start = absl::Now();
-  batcher->Stop();
+  idle.batcher->Stop();
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(900)) << "Stop waited out the window";
-  EXPECT_EQ(clock.waits(), 0);
+  EXPECT_EQ(idle.clock.waits(), 0);
 }
 
 TEST(DynamicBatcherTest, RejectsBadOptions) {
