@@ -136,7 +136,7 @@ int DynamicBatcher::QueueDepth() const {
   return static_cast<int>(queue_.size());
 }
 
-void DynamicBatcher::PollForSignal(uint64_t seen) const {
+void DynamicBatcher::PollForSignal(uint64_t seen) const noexcept {
   // Real time, whatever clock_ is: the window bounds CPU spent, not a latency budget.
   const auto until = std::chrono::steady_clock::now() +
                      absl::ToChronoMicroseconds(idle_poll_);

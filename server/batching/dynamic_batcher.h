@@ -46,9 +46,8 @@ class DynamicBatcher : public Scheduler {
   // Takes expired entries or the next group; false when stopping and drained.
   bool NextWork(std::vector<Entry>& expired, std::vector<Entry>& group);
   void ReportDepth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns once signals_ differs from `seen` or config idle_poll has passed. Called
-  // without mu_.
-  void PollForSignal(uint64_t seen) const;
+  // Returns once signals_ differs from `seen` or idle_poll_ of real time has passed.
+  void PollForSignal(uint64_t seen) const noexcept ABSL_LOCKS_EXCLUDED(mu_);
 
   const Clock* const clock_;
   QueueObserver* const observer_;  // may be null
@@ -57,7 +56,8 @@ class DynamicBatcher : public Scheduler {
   BatchQueue<WorkItem> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t arrivals_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Counts arrivals and Stop, written under mu_: what a polling worker watches.
+  // Counts accepted arrivals and Stop calls. Written only under mu_, so a value read under
+  // mu_ is current, and a poller that sees it unchanged has missed no arrival and no Stop.
   std::atomic<uint64_t> signals_{0};
   absl::Mutex join_mu_;  // serialises Stop() callers around the joins
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(join_mu_);

@@ -33,7 +33,7 @@ at::Tensor Normalise(const at::Tensor& pixels, const InputSpec& spec);
 
 // 8-bit pixels -> the model input [C, H, W] float32, normalised mean_std as `spec` says,
 // in one pass with no intermediate tensors (the per-request path of small images). The
-// values are those of Normalise over the same pixels as float32, bit for bit. `pixels`
+// values are those of Normalise (on the CPU) over the same pixels as float32, bit for bit. `pixels`
 // holds `channels` x `size` bytes, interleaved ([H, W, C], a decoded image) or planar
 // ([C, H, W], a uint8 tensor input). Only for specs that do not use minmax (checked by
 // the caller).

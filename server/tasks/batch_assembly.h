@@ -32,7 +32,9 @@ class BatchAssembly {
  public:
   virtual ~BatchAssembly() = default;
   // Partitions `examples` (each without batch dim) into model calls; every example lands
-  // in exactly one. Worker thread; CPU-bound.
+  // in exactly one. A call's inputs may alias its examples (a batch of one may be a view):
+  // the caller keeps the examples alive until the call has run, and reads an example
+  // again only for a call it gathers anew. Worker thread; CPU-bound.
   virtual absl::StatusOr<std::vector<GatheredBatch>> Gather(
       const std::vector<at::Tensor>& examples) const = 0;
   // The outputs of the example at `position` of its call (batch dim removed), e.g. trimmed

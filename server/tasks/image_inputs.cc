@@ -120,7 +120,8 @@ absl::StatusOr<std::vector<ImageInput>> PixelTensors(const KServeInput& in,
           return absl::InvalidArgumentError("FP32 input has non-finite values (NaN or Inf)");
         }
         // No copy: the example views the request's bytes (kept alive by the call, or by
-        // `owned`, until the job finishes); gathering the batch is the one copy.
+        // `owned`, until the job finishes); gathering a batch of several is the one copy,
+        // a batch of one passes these bytes to the model (BatchAssembly::Gather).
         at::Tensor t = at::from_blob(
             const_cast<char*>(slice.data()), example, [owned](void*) {},
             at::TensorOptions().dtype(at::kFloat));

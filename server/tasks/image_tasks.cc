@@ -136,9 +136,8 @@ absl::StatusOr<std::vector<GatheredBatch>> ImageTask::Gather(
   }
   for (GatheredBatch& batch : batches) {
     if (batch.members.size() == 1) {
-      // A batch of one views its example, no copy (a KServe input's example views the
-      // request's bytes): it outlives the call and nothing reads it afterwards, so a
-      // model that writes to its input changes only its own request's bytes.
+      // A view, no copy (BatchAssembly::Gather allows it): a model that writes to its
+      // input changes only its own example.
       batch.inputs = {examples[batch.members.front()].unsqueeze(0)};
       continue;
     }

@@ -125,6 +125,12 @@ TEST(NormaliseBytesTest, EqualsNormaliseExactly) {
   EXPECT_EQ(interleaved.sizes(), want.sizes());
   EXPECT_TRUE(at::equal(interleaved, want));
   EXPECT_TRUE(at::equal(planar, want));
+  // One channel: a broadcast mean and std.
+  const InputSpec gray = GraySpec(16, 16);
+  const at::Tensor plane = at::arange(256, at::kLong).to(at::kByte).reshape({1, 16, 16});
+  EXPECT_TRUE(at::equal(NormaliseBytes(plane.data_ptr<uint8_t>(), 1, {16, 16},
+                                       /*interleaved=*/true, gray),
+                        Normalise(plane.to(at::kFloat), gray)));
   // And the image paths that use it: a decoded PNG and a uint8 tensor input.
   cv::Mat rgb(16, 16, CV_8UC3);
   std::memcpy(rgb.data, hwc.data_ptr<uint8_t>(), 16 * 16 * 3);
