@@ -67,9 +67,9 @@ ABSL_FLAG(int, max_queue_size, 256,
           "Default waiting requests per model and priority level before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, forward_idle_poll_us, 500,
           "With --forward_cpus leaving CPUs apart: how long a model's worker that finds its "
-          "queue empty keeps checking for a request (yielding its CPU to any other runnable "
-          "thread) before it sleeps; an arrival in that window starts without a wake-up. "
-          "0: sleep at once. Ignored without CPUs apart");
+          "queue empty keeps its CPU checking for a request before it sleeps (at once when "
+          "another model's request arrives or runs); an arrival in that window starts "
+          "without a wake-up. 0: sleep at once. Ignored without CPUs apart");
 ABSL_FLAG(bool, early_batch_release, true,
           "Run a batch before its queue delay ends when arrivals are sparse (the mean gap "
           "between recent arrivals is longer than the rest of the delay), so a lone caller "

@@ -43,6 +43,22 @@ void RefuseAll(Entries& entries, const absl::Status& status) {
 
 bool Cancelled(const WorkItem& item) { return item.cancelled && item.cancelled(); }
 
+// Process-wide, over every batcher: what a polling worker watches to step aside. A poller
+// that is not running cannot see its own arrival, and one that has yielded is not woken
+// (with preemption) as a sleeping thread is; so it sleeps as soon as another batcher's
+// worker may want a CPU (measured: docs/performance.md, "Idle workers poll").
+std::atomic<uint64_t> all_arrivals{0};  // accepted by any batcher
+std::atomic<int> forwards_running{0};   // workers between taking a group and finishing it
+
+// A spin-wait hint to the CPU (no system call, the thread keeps its CPU).
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DynamicBatcher>> DynamicBatcher::Create(
@@ -108,6 +124,7 @@ absl::Status DynamicBatcher::Enqueue(WorkItem item) {
       if (st.ok()) {
         ++arrivals_;
         signals_.fetch_add(1, std::memory_order_release);
+        all_arrivals.fetch_add(1, std::memory_order_release);
       }
       ReportDepth();
     }
@@ -138,11 +155,15 @@ int DynamicBatcher::QueueDepth() const {
 
 void DynamicBatcher::PollForSignal(uint64_t seen) const noexcept {
   // Real time, whatever clock_ is: the window bounds CPU spent, not a latency budget.
-  const auto until = std::chrono::steady_clock::now() +
-                     absl::ToChronoMicroseconds(idle_poll_);
+  const auto until = std::chrono::steady_clock::now() + absl::ToChronoMicroseconds(idle_poll_);
+  const uint64_t elsewhere = all_arrivals.load(std::memory_order_acquire);
+  // No yield: this thread keeps its CPU (and so sees an arrival at once) until the window
+  // ends or another batcher's worker may need it, and then sleeps.
   while (signals_.load(std::memory_order_acquire) == seen &&
+         all_arrivals.load(std::memory_order_acquire) == elsewhere &&
+         forwards_running.load(std::memory_order_acquire) == 0 &&
          std::chrono::steady_clock::now() < until) {
-    std::this_thread::yield();  // another runnable thread on this CPU goes first
+    CpuRelax();
   }
 }
 
@@ -207,12 +228,14 @@ void DynamicBatcher::WorkerLoop(Executor* instance) {
     }
     group.clear();
     if (jobs.empty()) continue;
+    forwards_running.fetch_add(1, std::memory_order_acq_rel);
     try {
       instance->Execute(std::move(jobs));
     } catch (const std::exception& e) {
       // Execute owns the jobs; one that throws breaks its contract, and its jobs are lost.
       GS_LOG(ERROR) << "model instance threw: " << e.what();
     }
+    forwards_running.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

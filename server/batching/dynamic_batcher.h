@@ -20,8 +20,9 @@ namespace gatescope {
 // next group, waiting through the clock up to max_queue_delay for a fuller one; it refuses
 // jobs past their deadline or cancelled, and hands the rest to its instance. Nothing
 // thrown on a worker escapes. With config.idle_poll, a worker that finds the queue empty
-// checks for arrivals (without the lock, yielding between checks) for that long of real
-// time before it sleeps on the clock.
+// keeps its CPU and checks for arrivals (without the lock) for that long of real time
+// before it sleeps on the clock; it sleeps at once when any batcher of the process runs a
+// forward or receives a request meanwhile, since such a worker may need the CPU.
 class DynamicBatcher : public Scheduler {
  public:
   // `instances` (at least one), `clock` and `observer` (optional) are not owned and must
@@ -46,7 +47,8 @@ class DynamicBatcher : public Scheduler {
   // Takes expired entries or the next group; false when stopping and drained.
   bool NextWork(std::vector<Entry>& expired, std::vector<Entry>& group);
   void ReportDepth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns once signals_ differs from `seen` or idle_poll_ of real time has passed.
+  // Returns once signals_ differs from `seen`, another batcher's worker may want a CPU (an
+  // arrival or a running forward anywhere in the process), or idle_poll_ has passed.
   void PollForSignal(uint64_t seen) const noexcept ABSL_LOCKS_EXCLUDED(mu_);
 
   const Clock* const clock_;

@@ -40,9 +40,9 @@ struct DynamicBatchingConfig {
   // configurations keep their meaning; the server turns this on by default
   // (--early_batch_release). One statistic per model queue, over every shape and priority.
   bool release_when_arrivals_are_sparse = false;
-  // How long a worker that finds the queue empty keeps checking for an arrival before it
-  // sleeps, yielding its CPU between checks (to any other runnable thread). Zero: it
-  // sleeps at once. Meant for forward passes on CPUs of their own (--forward_cpus): an
+  // How long a worker that finds the queue empty keeps its CPU checking for an arrival
+  // before it sleeps; it sleeps at once when another model's work arrives or runs. Zero:
+  // it sleeps at once. Meant for forward passes on CPUs of their own (--forward_cpus): an
   // arrival within the window starts its forward without waking a sleeping thread on an
   // idle CPU; the price is that CPU kept busy for up to this long after each idle start.
   absl::Duration idle_poll = absl::ZeroDuration();

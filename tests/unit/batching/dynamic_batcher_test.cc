@@ -368,6 +368,42 @@ TEST(DynamicBatcherTest, StopEndsAPollAtOnce) {
   EXPECT_EQ(idle.clock.waits(), 0);
 }
 
+// Whether `clock` has a waiter within `limit` of real time: a second-long poll window
+// that ended early.
+bool SleepsWithin(const FakeClock& clock, absl::Duration limit) {
+  const absl::Time give_up = absl::Now() + limit;
+  while (clock.waits() == 0 && absl::Now() < give_up) std::this_thread::yield();
+  return clock.waits() > 0;
+}
+
+TEST(DynamicBatcherTest, AnotherModelsArrivalEndsAPoll) {
+  IdleAfterOneJob idle(absl::Seconds(1), 1);
+  absl::SleepFor(absl::Milliseconds(50));  // polling now
+  ASSERT_EQ(idle.clock.waits(), 0);
+  FakeExecutor other_executor;
+  FakeClock other_clock;
+  auto other = Make({&other_executor}, &other_clock, 4, 100);
+  Outcomes other_outcomes(1);
+  ASSERT_TRUE(other->Enqueue(Item(0, &other_outcomes)).ok());
+  // A poller that kept its CPU would hold off the other worker on a shared one.
+  EXPECT_TRUE(SleepsWithin(idle.clock, absl::Milliseconds(500)));
+  other_outcomes.Await(1);
+}
+
+TEST(DynamicBatcherTest, NoPollWhileAnotherModelsForwardRuns) {
+  FakeExecutor other_executor;
+  FakeClock other_clock;
+  auto other = Make({&other_executor}, &other_clock, 4, 100);
+  Outcomes other_outcomes(1);
+  other_executor.Hold();
+  ASSERT_TRUE(other->Enqueue(Item(0, &other_outcomes)).ok());
+  other_executor.AwaitEntered(1);  // a forward runs
+  IdleAfterOneJob idle(absl::Seconds(1), 1);
+  EXPECT_TRUE(SleepsWithin(idle.clock, absl::Milliseconds(500)));
+  other_executor.Release();
+  other_outcomes.Await(1);
+}
+
 TEST(DynamicBatcherTest, RejectsBadOptions) {
   FakeExecutor executor;
   FakeClock clock;
