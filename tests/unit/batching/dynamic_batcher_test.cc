@@ -376,32 +376,34 @@ bool SleepsWithin(const FakeClock& clock, absl::Duration limit) {
   return clock.waits() > 0;
 }
 
+// Another model's batcher in the same process, with one job to run.
+struct OtherModel {
+  FakeExecutor executor;
+  FakeClock clock;
+  Outcomes outcomes{1};
+  std::unique_ptr<DynamicBatcher> batcher = Make({&executor}, &clock, 4, 100);
+};
+
 TEST(DynamicBatcherTest, AnotherModelsArrivalEndsAPoll) {
   IdleAfterOneJob idle(absl::Seconds(1), 1);
   absl::SleepFor(absl::Milliseconds(50));  // polling now
   ASSERT_EQ(idle.clock.waits(), 0);
-  FakeExecutor other_executor;
-  FakeClock other_clock;
-  auto other = Make({&other_executor}, &other_clock, 4, 100);
-  Outcomes other_outcomes(1);
-  ASSERT_TRUE(other->Enqueue(Item(0, &other_outcomes)).ok());
+  OtherModel other;
+  ASSERT_TRUE(other.batcher->Enqueue(Item(0, &other.outcomes)).ok());
   // A poller that kept its CPU would hold off the other worker on a shared one.
   EXPECT_TRUE(SleepsWithin(idle.clock, absl::Milliseconds(500)));
-  other_outcomes.Await(1);
+  other.outcomes.Await(1);
 }
 
 TEST(DynamicBatcherTest, NoPollWhileAnotherModelsForwardRuns) {
-  FakeExecutor other_executor;
-  FakeClock other_clock;
-  auto other = Make({&other_executor}, &other_clock, 4, 100);
-  Outcomes other_outcomes(1);
-  other_executor.Hold();
-  ASSERT_TRUE(other->Enqueue(Item(0, &other_outcomes)).ok());
-  other_executor.AwaitEntered(1);  // a forward runs
+  OtherModel other;
+  other.executor.Hold();
+  ASSERT_TRUE(other.batcher->Enqueue(Item(0, &other.outcomes)).ok());
+  other.executor.AwaitEntered(1);  // a forward runs
   IdleAfterOneJob idle(absl::Seconds(1), 1);
   EXPECT_TRUE(SleepsWithin(idle.clock, absl::Milliseconds(500)));
-  other_executor.Release();
-  other_outcomes.Await(1);
+  other.executor.Release();
+  other.outcomes.Await(1);
 }
 
 TEST(DynamicBatcherTest, RejectsBadOptions) {
