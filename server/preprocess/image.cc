@@ -85,17 +85,8 @@ absl::StatusOr<at::Tensor> DecodeImage(std::string_view bytes, const InputSpec& 
   const int64_t channels = gray ? 1 : 3;
   if (output_size != nullptr) *output_size = spec.any_size() ? own : model;
   return Caught([&] {
-    const bool model_size = contiguous.rows == h && contiguous.cols == w;
-    if (!UsesMinMax(spec) && (spec.native_size() || model_size)) {
-      // The model's size already: straight from the decoded bytes to the input.
-      return NormaliseBytes(contiguous.data, channels, {contiguous.rows, contiguous.cols},
-                            /*interleaved=*/true, spec);
-    }
-    // HWC uint8 -> CHW float in 0..255 units
-    at::Tensor hwc =
-        at::from_blob(contiguous.data, {contiguous.rows, contiguous.cols, channels}, at::kByte);
-    at::Tensor chw = hwc.permute({2, 0, 1}).to(at::kFloat).contiguous();
-    return ToModelInput(chw, spec);
+    return BytesToModelInput(contiguous.data, channels, {contiguous.rows, contiguous.cols},
+                             /*interleaved=*/true, spec);
   });
 }
 
@@ -121,22 +112,13 @@ absl::StatusOr<at::Tensor> PixelsToTensor(std::string_view data, PixelType type,
   }
   if (output_size != nullptr) *output_size = {dims[1], dims[2]};
   return Caught([&] {
-    at::Tensor pixels;
-    const bool model_size = dims[1] == spec.shape(1) && dims[2] == spec.shape(2);
-    if (type == PixelType::kUint8 && !UsesMinMax(spec) && (spec.native_size() || model_size)) {
-      return NormaliseBytes(reinterpret_cast<const uint8_t*>(data.data()), dims[0],
-                            {dims[1], dims[2]}, /*interleaved=*/false, spec);
-    }
     if (type == PixelType::kUint8) {
-      pixels = at::empty(dims, at::kByte);
-      std::memcpy(pixels.data_ptr(), data.data(), data.size());
-      pixels = pixels.to(at::kFloat);
-    } else {
-      pixels = at::empty(dims, at::kFloat);
-      std::memcpy(pixels.data_ptr(), data.data(), data.size());
-      pixels = pixels * 255.f;
+      return BytesToModelInput(reinterpret_cast<const uint8_t*>(data.data()), dims[0],
+                               {dims[1], dims[2]}, /*interleaved=*/false, spec);
     }
-    return ToModelInput(pixels, spec);
+    at::Tensor pixels = at::empty(dims, at::kFloat);
+    std::memcpy(pixels.data_ptr(), data.data(), data.size());
+    return ToModelInput(pixels * 255.f, spec);
   });
 }
 

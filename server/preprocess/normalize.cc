@@ -75,6 +75,21 @@ at::Tensor NormaliseBytes(const uint8_t* pixels, int64_t channels, ImageSize siz
   return out;
 }
 
+at::Tensor BytesToModelInput(const uint8_t* pixels, int64_t channels, ImageSize size,
+                             bool interleaved, const InputSpec& spec) {
+  const bool resizes =
+      !spec.native_size() && (size.height != spec.shape(1) || size.width != spec.shape(2));
+  if (!resizes && !UsesMinMax(spec)) {
+    return NormaliseBytes(pixels, channels, size, interleaved, spec);
+  }
+  auto* bytes = const_cast<uint8_t*>(pixels);  // read only: converted to float32 below
+  const at::Tensor chw =
+      interleaved
+          ? at::from_blob(bytes, {size.height, size.width, channels}, at::kByte).permute({2, 0, 1})
+          : at::from_blob(bytes, {channels, size.height, size.width}, at::kByte);
+  return ToModelInput(chw.to(at::kFloat).contiguous(), spec);
+}
+
 at::Tensor ToModelInput(const at::Tensor& pixels, const InputSpec& spec) {
   const at::Tensor resized =
       spec.native_size() ? pixels : ResizeBilinear(pixels, {spec.shape(1), spec.shape(2)});

@@ -33,12 +33,17 @@ at::Tensor Normalise(const at::Tensor& pixels, const InputSpec& spec);
 
 // 8-bit pixels -> the model input [C, H, W] float32, normalised mean_std as `spec` says,
 // in one pass with no intermediate tensors (the per-request path of small images). The
-// values are those of Normalise (on the CPU) over the same pixels as float32, bit for bit. `pixels`
-// holds `channels` x `size` bytes, interleaved ([H, W, C], a decoded image) or planar
-// ([C, H, W], a uint8 tensor input). Only for specs that do not use minmax (checked by
-// the caller).
+// values are those of Normalise (on the CPU) over the same pixels as float32, bit for bit.
+// `pixels` holds `channels` x `size` bytes, interleaved ([H, W, C], a decoded image) or
+// planar ([C, H, W], a uint8 tensor input). Only for specs that do not use minmax.
 at::Tensor NormaliseBytes(const uint8_t* pixels, int64_t channels, ImageSize size,
                           bool interleaved, const InputSpec& spec);
+
+// The same 8-bit pixels -> what ToModelInput gives for them as float32 (resized when it
+// would resize, then normalised): through NormaliseBytes when nothing is resized and the
+// spec is mean_std, else through float32 tensors. `pixels` is only read during the call.
+at::Tensor BytesToModelInput(const uint8_t* pixels, int64_t channels, ImageSize size,
+                             bool interleaved, const InputSpec& spec);
 
 // Pixels [C, H0, W0] float32 in 0..255 units -> the model input [C, H, W]: resized to the
 // spec's [H, W] when they differ (the spec must allow any_size; callers check the shape
