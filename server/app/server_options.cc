@@ -79,8 +79,9 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (o.torch_threads < 0 || o.torch_threads > 1024) {
     return OutOfRange("torch_threads", absl::StrCat(o.torch_threads), "0..1024");
   }
-  if (o.forward_idle_poll < absl::ZeroDuration() || o.forward_idle_poll > absl::Seconds(1)) {
-    return OutOfRange("forward_idle_poll", absl::FormatDuration(o.forward_idle_poll), "0..1s");
+  if (o.forward_idle_poll < absl::ZeroDuration() || o.forward_idle_poll > kMaxIdlePoll) {
+    return OutOfRange("forward_idle_poll", absl::FormatDuration(o.forward_idle_poll),
+                      absl::StrCat("0..", absl::FormatDuration(kMaxIdlePoll)));
   }
   const ServingDefaults& d = o.defaults;
   if (d.max_batch_size < 1 || d.max_batch_size > 4096) {

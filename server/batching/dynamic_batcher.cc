@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

@@ -24,8 +24,9 @@ absl::Status NormaliseBatchingConfig(DynamicBatchingConfig& config) {
   if (config.max_queue_delay < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_queue_delay_microseconds must be >= 0");
   }
-  if (config.idle_poll < absl::ZeroDuration() || config.idle_poll > absl::Seconds(1)) {
-    return absl::InvalidArgumentError("the idle poll must be in 0..1 s");
+  if (config.idle_poll < absl::ZeroDuration() || config.idle_poll > kMaxIdlePoll) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the idle poll must be in 0..", absl::FormatDuration(kMaxIdlePoll)));
   }
   if (config.priority_levels > kMaxPriorityLevels) {
     return absl::InvalidArgumentError(

@@ -23,6 +23,7 @@ struct QueuePolicy {
 };
 
 inline constexpr int kMaxPriorityLevels = 256;
+inline constexpr absl::Duration kMaxIdlePoll = absl::Seconds(1);
 
 struct DynamicBatchingConfig {
   int max_batch_size = 1;
@@ -45,7 +46,7 @@ struct DynamicBatchingConfig {
   // it sleeps at once. Meant for forward passes on CPUs of their own (--forward_cpus): an
   // arrival within the window starts its forward without waking a sleeping thread on an
   // idle CPU; the price is that CPU kept busy for up to this long after each idle start.
-  absl::Duration idle_poll = absl::ZeroDuration();
+  absl::Duration idle_poll = absl::ZeroDuration();  // at most kMaxIdlePoll
   // Levels 1..priority_levels, 1 served first; 0 means a single level.
   int priority_levels = 0;
   int default_priority_level = 0;
