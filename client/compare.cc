@@ -371,7 +371,8 @@ std::string TextComparison(const ExplainOptions& options, const InputImage& inpu
                 ",\"score\":" + JsonNumber(classes.Get(0).probability());
     }
     members += ",\"tokens\":" + std::to_string(text.token_count()) +
-               ",\"truncated\":" + (text.truncated() ? "true" : "false");
+               ",\"truncated\":" + (text.truncated() ? "true" : "false") +
+               ",\"chars_read\":" + std::to_string(text.chars_read());
     models_json += std::string(models_json.empty() ? "" : ",") + ModelJson(a, members);
   }
   if (models_json.empty()) return "";

@@ -56,10 +56,10 @@ std::string ClassesHtml(const ClassList& classes) {
   return out;
 }
 
-// "64 read of 80" pieces.
+// "64 read (truncated at the model's limit)" pieces.
 std::string PiecesHtml(const TextInput& text) {
-  return std::to_string(text.tokens_size()) + " read (the whole text has " +
-         std::to_string(text.token_count()) + ")";
+  return std::to_string(text.token_count()) + " read" +
+         (text.truncated() ? " (the text has more: truncated at the model's limit)" : "");
 }
 
 std::string TokensJson(const TextInput& text) {
@@ -75,7 +75,8 @@ std::string TokensJson(const TextInput& text) {
 
 std::string CountsJson(const TextInput& text) {
   return ",\"tokens\":" + std::to_string(text.token_count()) +
-         ",\"truncated\":" + (text.truncated() ? "true" : "false");
+         ",\"truncated\":" + (text.truncated() ? "true" : "false") +
+         ",\"chars_read\":" + std::to_string(text.chars_read());
 }
 
 // The rollout paragraph of a page: what the shading means, the colour bar and the text.
@@ -155,8 +156,8 @@ std::vector<ShadedPiece> RolloutPieces(const ExplainResponse& response) {
 
 std::string TruncatedNote(const TextInput& text) {
   if (!text.truncated()) return "";
-  return "truncated: the model read the first " + std::to_string(text.tokens_size()) + " of " +
-         std::to_string(text.token_count()) + " tokens";
+  return "truncated: the model read the first " + std::to_string(text.token_count()) +
+         " tokens, the first " + std::to_string(text.chars_read()) + " characters of the text";
 }
 
 std::vector<cv::Mat> GateHeatmaps(const ExplainResponse& response, const std::string& model,

@@ -1,11 +1,60 @@
 #include "server/preprocess/text_tokenizer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/preprocess/sentencepiece_spec.h"
 #include "server/preprocess/utf8.h"
 
 namespace gatescope {
+namespace {
+
+// A first guess of the bytes that hold a piece; a text cut too short is cut again longer.
+// English e-mails average about 3.4 characters a piece with the shipped tokenizers.
+constexpr size_t kBytesPerPieceGuess = 4;
+
+bool IsBuiltInNormalizer(std::string_view name) {
+  for (std::string_view builtin : {"nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf", "identity"}) {
+    if (name == builtin) return true;
+  }
+  return false;
+}
+
+bool WordsEncodeAlone(const std::string& model_proto, const SentencePieceModel& model) {
+  SentencePieceSpec spec;
+  if (!ReadSentencePieceSpec(model_proto, &spec)) return false;
+  if (!IsBuiltInNormalizer(spec.normalizer_name) || spec.has_normalization_rules ||
+      spec.treat_whitespace_as_suffix) {
+    return false;
+  }
+  constexpr std::string_view kWordMarker = "\xE2\x96\x81";  // U+2581, a word's start
+  for (int id = 0; id < model.vocab_size(); ++id) {
+    if (model.IdToPiece(id).find(kWordMarker, 1) != std::string::npos) return false;
+  }
+  return true;
+}
+
+// Where a text may be cut: before an ASCII space that follows an ASCII graphic character.
+bool IsCut(std::string_view text, size_t p) {
+  const auto graphic = [](char c) { return c > ' ' && c < 0x7f; };
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  return p >= 1 && p < text.size() && space(text[p]) && graphic(text[p - 1]);
+}
+
+// The last cut in (after, near], else the first one past `near`, else text.size().
+size_t CutNear(std::string_view text, size_t after, size_t near) {
+  if (near >= text.size()) return text.size();
+  for (size_t p = near; p > after; --p) {
+    if (IsCut(text, p)) return p;
+  }
+  for (size_t p = std::max(near, after) + 1; p < text.size(); ++p) {
+    if (IsCut(text, p)) return p;
+  }
+  return text.size();
+}
+
+}  // namespace
 
 absl::Status CheckTextConfig(const TextConfig& config) {
   if (config.tokenizer() != "sentencepiece") {
@@ -30,8 +79,10 @@ absl::Status CheckTextConfig(const TextConfig& config) {
   return absl::OkStatus();
 }
 
-TextTokenizer::TextTokenizer(std::unique_ptr<SentencePieceModel> model, const TextConfig& config)
+TextTokenizer::TextTokenizer(std::unique_ptr<SentencePieceModel> model, const TextConfig& config,
+                             bool words_encode_alone)
     : model_(std::move(model)),
+      words_encode_alone_(words_encode_alone),
       max_tokens_(config.max_tokens()),
       truncate_(config.overflow() == "truncate"),
       max_text_bytes_(config.max_text_bytes() > 0 ? config.max_text_bytes()
@@ -51,7 +102,8 @@ absl::StatusOr<std::unique_ptr<TextTokenizer>> TextTokenizer::Create(
         "model config: text.pad_id is ", config.pad_id(), " but the tokenizer's padding id is ",
         model->pad_id()));
   }
-  return std::unique_ptr<TextTokenizer>(new TextTokenizer(std::move(model), config));
+  const bool alone = WordsEncodeAlone(model_proto, *model);
+  return std::unique_ptr<TextTokenizer>(new TextTokenizer(std::move(model), config, alone));
 }
 
 absl::Status TextTokenizer::CheckText(std::string_view text) const {
@@ -68,22 +120,41 @@ absl::Status TextTokenizer::CheckText(std::string_view text) const {
   return absl::OkStatus();
 }
 
+bool TextTokenizer::EncodeLeadingPieces(std::string_view text, std::vector<TextPiece>* pieces,
+                                        std::string* error) const {
+  if (!words_encode_alone_) return model_->Encode(text, pieces, error);
+  // Each try encodes a longer start of the text, until its pieces outnumber max_tokens or
+  // it is the whole text. A start that fell short says how many bytes its pieces took:
+  // the next try aims a quarter past what that predicts (on the held-out e-mails, 1.4x
+  // the bytes needed on average; doubling instead: 1.6x).
+  const size_t wanted = static_cast<size_t>(max_tokens_) + 1;
+  size_t cut = 0;
+  size_t near = wanted * kBytesPerPieceGuess;
+  while (true) {
+    cut = CutNear(text, cut, near);
+    if (!model_->Encode(text.substr(0, cut), pieces, error)) return false;
+    if (cut == text.size() || pieces->size() >= wanted) return true;
+    // A start ending in a graphic character has at least one piece.
+    const size_t had = std::max<size_t>(pieces->size(), 1);
+    near = std::max(cut + 64, cut * wanted * 5 / (4 * had));
+  }
+}
+
 absl::StatusOr<TokenizedText> TextTokenizer::Tokenize(std::string_view text) const {
   if (absl::Status st = CheckText(text); !st.ok()) return st;
   TokenizedText out;
   std::string error;
-  if (!model_->Encode(text, &out.pieces, &error)) {
+  if (!EncodeLeadingPieces(text, &out.pieces, &error)) {
     return absl::InvalidArgumentError(absl::StrCat("text cannot be tokenized: ", error));
   }
-  out.token_count = static_cast<int32_t>(out.pieces.size());
   if (out.pieces.empty()) {
     return absl::InvalidArgumentError("text has no tokens (only whitespace or control characters)");
   }
-  if (out.token_count > max_tokens_) {
+  if (out.pieces.size() > static_cast<size_t>(max_tokens_)) {
     if (!truncate_) {
-      return absl::InvalidArgumentError(absl::StrCat("text has ", out.token_count,
-                                                     " tokens, over the model's limit of ",
-                                                     max_tokens_, " (text.max_tokens)"));
+      return absl::InvalidArgumentError(absl::StrCat("text has more than ", max_tokens_,
+                                                     " tokens, the model's limit",
+                                                     " (text.max_tokens)"));
     }
     out.pieces.resize(max_tokens_);
     out.truncated = true;

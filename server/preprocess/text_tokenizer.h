@@ -17,9 +17,8 @@ namespace gatescope {
 
 // A request text as the model reads it.
 struct TokenizedText {
-  std::vector<TextPiece> pieces;  // at most max_tokens
-  int32_t token_count = 0;        // pieces of the whole text, before truncation
-  bool truncated = false;
+  std::vector<TextPiece> pieces;  // at most max_tokens: the pieces the model reads
+  bool truncated = false;         // the text has more pieces than max_tokens
 };
 
 class TextTokenizer {
@@ -37,18 +36,33 @@ class TextTokenizer {
   // max_text_bytes and invalid UTF-8 (naming the byte offset).
   absl::Status CheckText(std::string_view text) const;
 
-  // CheckText, then the pieces: INVALID_ARGUMENT when the text has no pieces (e.g. only
-  // whitespace) or, under overflow "refuse", more than max_tokens. CPU-bound.
+  // CheckText, then the first max_tokens pieces: INVALID_ARGUMENT when the text has no
+  // pieces (e.g. only whitespace) or, under overflow "refuse", more than max_tokens.
+  // CPU-bound. A long text is encoded only as far as its first max_tokens + 1 pieces
+  // reach (words_encode_alone()): the pieces are those of the whole text, but how many
+  // the whole text has is not known.
   absl::StatusOr<TokenizedText> Tokenize(std::string_view text) const;
 
   int vocab_size() const { return model_->vocab_size(); }
   int64_t max_text_bytes() const { return max_text_bytes_; }
   int max_tokens() const { return max_tokens_; }
+  // Whether the model encodes each whitespace-separated word on its own, so that a text cut
+  // before an ASCII space gives the whole text's pieces up to the cut: no piece continues
+  // across a word's start (the word marker U+2581 only ever begins a piece), and the
+  // normalizer is one of SentencePiece's built-in rule sets (none joins a character to the
+  // space after it). Otherwise every text is encoded whole.
+  bool words_encode_alone() const { return words_encode_alone_; }
 
  private:
-  TextTokenizer(std::unique_ptr<SentencePieceModel> model, const TextConfig& config);
+  TextTokenizer(std::unique_ptr<SentencePieceModel> model, const TextConfig& config,
+                bool words_encode_alone);
+
+  // The pieces of `text`'s start that reach past max_tokens, else of the whole text.
+  bool EncodeLeadingPieces(std::string_view text, std::vector<TextPiece>* pieces,
+                           std::string* error) const;
 
   std::unique_ptr<SentencePieceModel> model_;
+  bool words_encode_alone_;
   int max_tokens_;
   bool truncate_;
   int64_t max_text_bytes_;

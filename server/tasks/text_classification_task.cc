@@ -6,6 +6,7 @@
 // the text's pieces (rollout, gates, per-layer attention) with the pieces and their
 // character offsets, through gatescope.v1 Explain (and KServe parameters, one text per
 // call).
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/api/kserve_tensors.h"
+#include "server/common/log.h"
 #include "server/explain/token_maps.h"
 #include "server/preprocess/text_tokenizer.h"
 #include "server/tasks/class_scores.h"
@@ -47,8 +49,11 @@ TokenMaps DropGridRow(TokenMaps maps) {
 }
 
 void FillTextInput(const TokenizedText& text, bool with_pieces, v1::TextInput* out) {
-  out->set_token_count(text.token_count);
+  out->set_token_count(static_cast<int32_t>(text.pieces.size()));
   out->set_truncated(text.truncated);
+  int32_t chars_read = 0;
+  for (const TextPiece& p : text.pieces) chars_read = std::max(chars_read, p.end);
+  out->set_chars_read(chars_read);
   if (!with_pieces) return;
   for (const TextPiece& p : text.pieces) {
     v1::TextToken* t = out->add_tokens();
@@ -284,6 +289,12 @@ absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const Ta
   }
   auto tokenizer = TextTokenizer::Create(*model, config.text());
   if (!tokenizer.ok()) return tokenizer.status();
+  if (!(*tokenizer)->words_encode_alone()) {
+    GS_LOG(WARNING) << "text.tokenizer_file " << config.text().tokenizer_file()
+                    << ": its pieces may run across words (or its normalizer is not a built-in "
+                       "one), so every text is tokenized whole, however little of it the "
+                       "model reads";
+  }
   return std::unique_ptr<Task>(std::make_unique<TextClassificationTask>(
       config, options, std::shared_ptr<const TextTokenizer>(*std::move(tokenizer))));
 }

@@ -70,11 +70,14 @@ def spam():
 
 
 def server_tokens(model_file, texts, max_tokens, tmp_path):
-    """The server's TextTokenizer over `texts`: per text (token_count, truncated, [(id,
-    begin, end)]) or the refusal's text."""
+    """The server's TextTokenizer over `texts`: whether it encodes words alone (long texts
+    only as far as they are read), and per text (pieces read, truncated, [(id, begin,
+    end)]) or the refusal's text."""
     payload = b"".join(struct.pack("<I", len(t.encode())) + t.encode() for t in texts)
     out = subprocess.run([str(TOKENIZE), str(model_file), str(max_tokens)], input=payload,
                          capture_output=True, check=True).stdout.decode().splitlines()
+    head, *out = out
+    assert head in ("words_encode_alone 0", "words_encode_alone 1")
     assert len(out) == len(texts)
     parsed = []
     for line in out:
@@ -84,25 +87,58 @@ def server_tokens(model_file, texts, max_tokens, tmp_path):
         count, truncated, *pieces = line.split(" ")
         parsed.append((int(count), truncated == "1",
                        [tuple(int(v) for v in p.split(":")) for p in pieces]))
-    return parsed
+    return head.endswith("1"), parsed
 
 
-@pytest.mark.parametrize("corpus,model", [("wordnet", WORDNET[0]), ("spam", SPAM)])
-def test_tokenizer_ids_and_offsets_equal_pythons(corpus, model, tmp_path, request):
+# 1 << 20: no truncation, every piece compared. The others: the server encodes a long
+# text only as far as its first `limit` + 1 pieces reach; those must be the whole text's.
+@pytest.mark.parametrize("corpus,model,limit", [
+    ("wordnet", WORDNET[0], 1 << 20), ("spam", SPAM, 1 << 20),
+    ("wordnet", WORDNET[0], 8), ("spam", SPAM, 1), ("spam", SPAM, 37), ("spam", SPAM, 128),
+    ("spam", SPAM, 500)])
+def test_tokenizer_ids_and_offsets_equal_pythons(corpus, model, limit, tmp_path, request):
     splits = request.getfixturevalue(corpus)
     tok, meta = tokenizer_of(model)
     model_file = tmp_path / "tokenizer.model"
     model_file.write_bytes(tok.model_bytes)
     texts = list(splits.test_texts) + SPECIAL
-    limit = 1 << 20  # no truncation here: every piece compared
-    got = server_tokens(model_file, texts, limit, tmp_path)
+    alone, got = server_tokens(model_file, texts, limit, tmp_path)
+    assert alone, "the shipped tokenizers encode each word on its own"
+    cut = 0
     for text, served in zip(texts, got):
         want = tok.encode_with_offsets(text)
         if not want:
             assert served.startswith("ERROR INVALID_ARGUMENT"), (text, served)
             continue
-        assert served[0] == len(want) and not served[1]
-        assert served[2] == [(i, b, e) for i, _, b, e in want], text[:80]
+        assert served[0] == min(len(want), limit)
+        assert served[1] == (len(want) > limit)
+        assert served[2] == [(i, b, e) for i, _, b, e in want[:limit]], text[:80]
+        cut += len(want) > limit
+    if limit < 1 << 20:
+        assert cut > len(texts) // 10, "the limit must truncate many texts"
+
+
+def test_a_tokenizer_whose_pieces_cross_words_reads_texts_whole(wordnet, tmp_path):
+    """Pieces that end in the word marker (treat_whitespace_as_suffix) run into the next
+    word, so a text's start is not encoded as in the whole text: the server encodes every
+    text whole and still reads the same first pieces as Python."""
+    import io
+    import sentencepiece as spm
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(list(wordnet.train_texts[:3000])), model_writer=out,
+        model_type="unigram", vocab_size=400, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        treat_whitespace_as_suffix=True, byte_fallback=True, num_threads=1, minloglevel=2)
+    tok = Tokenizer.from_bytes(out.getvalue())
+    model_file = tmp_path / "suffix.model"
+    model_file.write_bytes(out.getvalue())
+    texts = [t for t in wordnet.test_texts[:400] if t.strip()]
+    alone, got = server_tokens(model_file, texts, 6, tmp_path)
+    assert not alone
+    for text, served in zip(texts, got):
+        want = tok.encode_with_offsets(text)
+        assert served[2] == [(i, b, e) for i, _, b, e in want[:6]], text[:80]
+        assert served[1] == (len(want) > 6)
 
 
 def as_array(t):
@@ -171,7 +207,11 @@ def test_mixed_length_batches_equal_each_text_alone(server, stubs, wordnet, spam
             assert r.classes[0].index == int(probs[i].argmax())
             assert abs(r.classes[0].probability - float(probs[i].max())) <= 1e-5
             assert r.classes[0].label == meta["labels"][r.classes[0].index]
-            assert r.text.token_count == len(tok.encode(texts[i]))
+            pieces = tok.encode_with_offsets(texts[i])
+            read = pieces[:meta["text"]["max_tokens"]]
+            assert r.text.token_count == len(read)
+            assert r.text.truncated == (len(pieces) > len(read))
+            assert r.text.chars_read == max(e for _, _, _, e in read)
         after = metric_value(server, "gatescope_executions_total", model=model)
         assert after - before < len(texts), "concurrent texts must have shared model calls"
 
@@ -233,10 +273,12 @@ def test_overlong_text_is_truncated_as_the_metadata_says(stubs, spam):
     assert meta["text"]["overflow"] == "truncate"
     fits = [t for t in spam.test_texts if len(t.encode()) <= meta["text"]["max_text_bytes"]]
     text = max(fits, key=len)
-    count = len(tok.encode(text))
-    assert count > limit
+    pieces = tok.encode_with_offsets(text)
+    assert len(pieces) > limit
     r = stub.Predict(v1.PredictRequest(model_name=SPAM, text=text.encode()), timeout=60)
-    assert r.text.truncated and r.text.token_count == count
+    assert r.text.truncated and r.text.token_count == limit
+    assert r.text.chars_read == max(e for _, _, _, e in pieces[:limit])
+    assert r.text.chars_read < len(text) // 4  # the rest of this long e-mail was not read
     want = python_logits(load(SPAM), tok, meta, [text])[0]
     assert abs(r.classes[0].probability - float(torch.from_numpy(want).softmax(-1).max())) <= 1e-5
 

@@ -488,8 +488,11 @@ def test_text_pieces_shaded_by_explain(server, driver):
     shown = pieces(driver, TEXT, "rollout")
     unread = find(driver, TEXT, '.pieces[data-key="rollout"] .unread').text
     assert len(shown) == 64 and "".join(p[0] for p in shown) + unread == long_text
+    assert read["token_count"] == 64
+    read_chars = len("".join(p[0] for p in shown))
+    assert read["chars_read"] == read_chars
     assert find(driver, TEXT, ".read").text.startswith(
-        f"read the first 64 of {read['token_count']} pieces")
+        f"read the first 64 pieces, {read_chars} of {len(long_text)} characters (max_tokens 64)")
     driver.save_screenshot("/tmp/viewer_text_truncated.png")
     assert_no_browser_errors(driver)
 

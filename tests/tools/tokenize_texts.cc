@@ -3,8 +3,8 @@
 // pass per text.
 //
 // Usage: tokenize_texts TOKENIZER_MODEL MAX_TOKENS < texts
-// stdin: texts, each as a little-endian uint32 byte length and its bytes. stdout: one line
-// per text, "id:begin:end ..." (code point offsets) after "<token_count> <truncated 0|1>",
+// stdin: texts, each as a little-endian uint32 byte length and its bytes. stdout:
+// "words_encode_alone 0|1" (TextTokenizer::words_encode_alone), then one line per text, "id:begin:end ..." (code point offsets) after "<pieces read> <truncated 0|1>",
 // or "ERROR <status>" for a text the server refuses.
 #include <cstdint>
 #include <cstdio>
@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::ios::sync_with_stdio(false);
+  std::cout << "words_encode_alone " << ((*tokenizer)->words_encode_alone() ? 1 : 0) << "\n";
   unsigned char header[4];
   while (std::fread(header, 1, 4, stdin) == 4) {
     const uint32_t size = header[0] | (header[1] << 8) | (header[2] << 16) |
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
       std::cout << "ERROR " << tokens.status().ToString() << "\n";
       continue;
     }
-    std::cout << tokens->token_count << " " << (tokens->truncated ? 1 : 0);
+    std::cout << tokens->pieces.size() << " " << (tokens->truncated ? 1 : 0);
     for (const auto& p : tokens->pieces) std::cout << " " << p.id << ":" << p.begin << ":" << p.end;
     std::cout << "\n";
   }

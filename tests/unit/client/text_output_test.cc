@@ -40,8 +40,9 @@ v1::ExplainResponse Explanation(bool gates, bool truncated = false) {
   AddToken(text, "\xE2\x96\x81\xF0\x9F\x98\x80", 8, 2, 4);
   AddToken(text, "\xE2\x96\x81<", 9, 4, 6);
   AddToken(text, "ok", 10, 6, 8);
-  text->set_token_count(truncated ? 9 : 4);
+  text->set_token_count(4);  // pieces read
   text->set_truncated(truncated);
+  text->set_chars_read(8);
   *r.mutable_rollout() = FloatTensor({4}, {0.1f, 0.4f, 0.2f, 0.3f});
   if (gates) {
     *r.add_gates() = FloatTensor({2, 4}, {0, 0.5f, 1, 0.25f, 0.1f, 0.2f, 0.3f, 0.4f});
@@ -62,12 +63,13 @@ TEST(TextOutputTest, PredictLineHasClassesTokensAndTruncation) {
   auto* c = response.add_classes();
   c->set_label("spam");
   c->set_probability(0.75f);
-  response.mutable_text()->set_token_count(300);
+  response.mutable_text()->set_token_count(128);
   response.mutable_text()->set_truncated(true);
+  response.mutable_text()->set_chars_read(431);
   auto out = std::move(NewTaskOutput("text_classification", {})).value();
   EXPECT_EQ(out->Predict(InputImage{"text1", "buy now", cv::Mat(), true}, response).value(),
             ",\"label\":\"spam\",\"score\":0.75,\"topk\":[{\"label\":\"spam\",\"score\":0.75}],"
-            "\"tokens\":300,\"truncated\":true");
+            "\"tokens\":128,\"truncated\":true,\"chars_read\":431");
 }
 
 TEST(TextOutputTest, ExplainRequestsAskRolloutAndDeclaredGates) {
@@ -150,7 +152,8 @@ TEST(TextOutputTest, ExplainPageShowsModelPredictionTruncationAndShadedText) {
   EXPECT_NE(page.find("<tr><th>model</th><td>dgt_wordnet</td></tr>"), std::string::npos);
   EXPECT_NE(page.find("<tr><th>version</th><td>3</td></tr>"), std::string::npos);
   EXPECT_NE(page.find("<b>greeting &lt;b&gt;</b> 0.875"), std::string::npos);
-  EXPECT_NE(page.find("<p class=\"note\">truncated: the model read the first 4 of 9 tokens</p>"),
+  EXPECT_NE(page.find("<p class=\"note\">truncated: the model read the first 4 tokens, the first 8 "
+                      "characters of the text</p>"),
             std::string::npos);
   // The pieces cut the text by code points: the emoji piece is " 😀", "<" escaped.
   EXPECT_NE(page.find(">\xC3\x87" "a</span><span"), std::string::npos);
@@ -200,7 +203,7 @@ TEST(TextOutputTest, ExplainWritesPageJsonNpyAndGatePicture) {
             ",\"page\":\"" + stem + ".html\",\"json\":\"" + stem + ".json\",\"gate_heatmaps\":\"" +
                 stem + ".gates.png\",\"npy\":[\"" + stem + ".rollout.npy\",\"" + stem +
                 ".gates.npy\",\"" + stem + ".attention.L5.npy\"],\"label\":\"greeting <b>\","
-                "\"score\":0.875,\"tokens\":4,\"truncated\":false");
+                "\"score\":0.875,\"tokens\":4,\"truncated\":false,\"chars_read\":8");
   EXPECT_EQ(std::filesystem::file_size(stem + ".rollout.npy"), 128u + 4 * 4);
   EXPECT_EQ(std::filesystem::file_size(stem + ".gates.npy"), 128u + 2 * 2 * 4 * 4);
   EXPECT_NE(Slurp(stem + ".gates.npy").find("'shape': (2, 2, 4), }"), std::string::npos);

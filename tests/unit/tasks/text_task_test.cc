@@ -13,6 +13,7 @@
 
 #include "server/api/infer_results.h"
 #include "server/config/model_config.h"
+#include "server/preprocess/sentencepiece_spec.h"
 #include "server/preprocess/text_tokenizer.h"
 #include "server/preprocess/utf8.h"
 #include "server/tasks/task_registry.h"
@@ -74,7 +75,6 @@ TEST(TextTokenizerTest, EncodesLikeTheTrainerWithCodePointOffsets) {
     EXPECT_EQ(text->pieces[i].end, spans[i].second) << i;
   }
   EXPECT_EQ(text->pieces[0].piece, "\xE2\x96\x81h");  // "▁h"
-  EXPECT_EQ(text->token_count, 21);
   EXPECT_FALSE(text->truncated);
 }
 
@@ -82,17 +82,105 @@ TEST(TextTokenizerTest, AppliesTheModelsLengthPolicy) {
   const std::string text = "the quick brown fox jumps over the lazy dog";
   auto whole = TextTokenizer::Create(TinyModel(), Config(64, "truncate")).value()->Tokenize(text);
   ASSERT_TRUE(whole.ok());
-  const int32_t n = whole->token_count;
-  ASSERT_GT(n, 5);
+  ASSERT_GT(whole->pieces.size(), 5u);
+  EXPECT_FALSE(whole->truncated);
   auto cut = TextTokenizer::Create(TinyModel(), Config(5, "truncate")).value()->Tokenize(text);
   ASSERT_TRUE(cut.ok());
   EXPECT_EQ(cut->pieces.size(), 5u);
-  EXPECT_EQ(cut->token_count, n);
   EXPECT_TRUE(cut->truncated);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(cut->pieces[i].id, whole->pieces[i].id);
   auto refused = TextTokenizer::Create(TinyModel(), Config(5, "refuse")).value()->Tokenize(text);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("max_tokens"), std::string::npos);
+}
+
+// Texts of many words, cut into pieces by a tokenizer that reads every piece and by ones
+// that stop after a few: the latter encode only a start of the text, and their pieces
+// must be the whole text's first ones, with the same ids and offsets.
+TEST(TextTokenizerTest, ALongTextsFirstPiecesAreTheWholeTextsOwn) {
+  const std::vector<std::string> words = {
+      "the", "r\xC3\xA9sum\xC3\xA9", "fox,", "\xE4\xB8\xAD\xE6\x96\x87", "jumps\tover",
+      "\xF0\x9F\x91\x8D", "don't", "CAF\xC3\x89", "x=1;y=2", "co-operate.", "\xEF\xBC\xA1",
+      "\xE2\x91\xB4", "\n\n", "a\xCC\x81", "  ", "NAME:", "(42)", "photosynthesising",
+      "internationalisation", "uncharacteristically", "counterrevolutionaries"};
+  std::string text;
+  for (int i = 0; i < 600; ++i) {
+    text += words[(i * 7 + i / 5) % words.size()];
+    text += (i % 11 == 0) ? "\n" : " ";
+  }
+  auto all = TextTokenizer::Create(TinyModel(), Config(1 << 20, "truncate")).value();
+  ASSERT_TRUE(all->words_encode_alone());
+  auto whole = all->Tokenize(text);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  ASSERT_FALSE(whole->truncated);
+  ASSERT_GT(whole->pieces.size(), 1500u);
+  for (int max_tokens : {1, 2, 7, 64, 128, 333, 1000}) {
+    auto cut = TextTokenizer::Create(TinyModel(), Config(max_tokens, "truncate"))
+                   .value()
+                   ->Tokenize(text);
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    ASSERT_EQ(cut->pieces.size(), static_cast<size_t>(max_tokens));
+    EXPECT_TRUE(cut->truncated);
+    for (int i = 0; i < max_tokens; ++i) {
+      ASSERT_EQ(cut->pieces[i].id, whole->pieces[i].id) << max_tokens << " " << i;
+      ASSERT_EQ(cut->pieces[i].begin, whole->pieces[i].begin) << max_tokens << " " << i;
+      ASSERT_EQ(cut->pieces[i].end, whole->pieces[i].end) << max_tokens << " " << i;
+      ASSERT_EQ(cut->pieces[i].piece, whole->pieces[i].piece) << max_tokens << " " << i;
+    }
+  }
+  // Exactly max_tokens pieces: read whole, not truncated; one more: truncated.
+  const int n = static_cast<int>(whole->pieces.size());
+  for (int max_tokens : {n, n - 1}) {
+    auto edge = TextTokenizer::Create(TinyModel(), Config(max_tokens, "truncate"))
+                    .value()
+                    ->Tokenize(text);
+    ASSERT_TRUE(edge.ok());
+    EXPECT_EQ(edge->pieces.size(), static_cast<size_t>(max_tokens));
+    EXPECT_EQ(edge->truncated, max_tokens < n);
+  }
+  // Under "refuse" a long text is refused without being encoded whole, and one that fits
+  // is read whole.
+  auto refused = TextTokenizer::Create(TinyModel(), Config(64, "refuse")).value()->Tokenize(text);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("more than 64 tokens"), std::string::npos);
+  auto fits = TextTokenizer::Create(TinyModel(), Config(n, "refuse")).value()->Tokenize(text);
+  ASSERT_TRUE(fits.ok());
+  EXPECT_EQ(fits->pieces.size(), static_cast<size_t>(n));
+}
+
+// A text with no place to cut (no ASCII space after an ASCII character) is encoded whole.
+TEST(TextTokenizerTest, ATextWithoutWordBreaksIsEncodedWhole) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "\xE4\xB8\xAD\xE6\x96\x87 ";  // CJK, then a space
+  auto whole = TextTokenizer::Create(TinyModel(), Config(1 << 20, "truncate")).value()->Tokenize(text);
+  auto cut = TextTokenizer::Create(TinyModel(), Config(10, "truncate")).value()->Tokenize(text);
+  ASSERT_TRUE(whole.ok() && cut.ok());
+  ASSERT_EQ(cut->pieces.size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(cut->pieces[i].id, whole->pieces[i].id) << i;
+}
+
+TEST(SentencePieceSpecTest, ReadsTheSettingsThatDecideWordByWordEncoding) {
+  SentencePieceSpec tiny;
+  ASSERT_TRUE(ReadSentencePieceSpec(TinyModel(), &tiny));
+  EXPECT_EQ(tiny.normalizer_name, "nmt_nfkc_cf");
+  EXPECT_FALSE(tiny.has_normalization_rules);
+  EXPECT_FALSE(tiny.treat_whitespace_as_suffix);
+  // trainer_spec { treat_whitespace_as_suffix: true } normalizer_spec { name: "nfkc" }
+  const std::string suffix("\x12\x03\xC0\x01\x01\x1A\x06\x0A\x04nfkc", 13);
+  SentencePieceSpec spec;
+  ASSERT_TRUE(ReadSentencePieceSpec(suffix, &spec));
+  EXPECT_TRUE(spec.treat_whitespace_as_suffix);
+  EXPECT_EQ(spec.normalizer_name, "nfkc");
+  // normalizer_spec { name: "user" normalization_rule_tsv: "a\tb" }
+  const std::string rules("\x1A\x0B\x0A\x04user\x32\x03" "a\tb", 13);
+  ASSERT_TRUE(ReadSentencePieceSpec(rules, &spec));
+  EXPECT_TRUE(spec.has_normalization_rules);
+  // A submessage longer than the bytes, a truncated varint, a bad wire type.
+  for (const std::string& bad :
+       {std::string("\x1A\x20\x0A\x04nfkc", 7), std::string("\x12\x02\xC0", 3),
+        std::string("\x0F\x01", 2)}) {
+    EXPECT_FALSE(ReadSentencePieceSpec(bad, &spec)) << testing::PrintToString(bad);
+  }
 }
 
 TEST(TextTokenizerTest, RefusesBadText) {

@@ -30,7 +30,7 @@ export async function openTextClassifier(model, input, changed) {
     found = {
       ...decodeClassifierMaps(explained),
       tokens: read.tokens || [],
-      tokenCount: read.token_count || 0,
+      charsRead: read.chars_read || 0,
       truncated: Boolean(read.truncated),
     };
   }
@@ -75,9 +75,10 @@ export async function openTextClassifier(model, input, changed) {
 
   function render(mapSpecs, scaleOf) {
     readLine.textContent = found.truncated
-      ? `read the first ${found.tokens.length} of ${found.tokenCount} pieces ` +
-        `(max_tokens ${cfg.text ? cfg.text.max_tokens : "?"}); the rest, unshaded, was not read`
-      : `read all ${found.tokenCount} pieces`;
+      ? `read the first ${found.tokens.length} pieces, ${found.charsRead} of ` +
+        `${input.codePoints.length} characters (max_tokens ` +
+        `${cfg.text ? cfg.text.max_tokens : "?"}); the rest, unshaded, was not read`
+      : `read all ${found.tokens.length} pieces`;
     const ctx = {headline: headline(model, classes)};
     frame.tiles.replaceChildren(...mapSpecs.map((s) => textTile(s, scaleOf(s), ctx)));
   }

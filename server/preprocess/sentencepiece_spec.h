@@ -1,0 +1,26 @@
+// The parts of a serialized SentencePiece model (its ModelProto) that decide whether a
+// text's leading words can be encoded without the rest of the text, read from the bytes
+// the model archive carries.
+//
+// Why read the bytes here: the shim's SentencePiece (0.1.97 in Debian) exposes neither
+// these settings nor the ModelProto's generated header, and the server cannot link the
+// library's protobuf (sentencepiece_model.h). The fields are read with the server's own
+// protobuf wire reader by their numbers in SentencePiece's sentencepiece_model.proto.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace gatescope {
+
+struct SentencePieceSpec {
+  std::string normalizer_name;              // NormalizerSpec.name (3.1)
+  bool has_normalization_rules = false;     // NormalizerSpec.normalization_rule_tsv (3.6)
+  bool treat_whitespace_as_suffix = false;  // TrainerSpec.treat_whitespace_as_suffix (2.24)
+};
+
+// False when `model_proto` is not a well-formed protobuf message; fields it lacks keep
+// their SentencePiece defaults.
+bool ReadSentencePieceSpec(std::string_view model_proto, SentencePieceSpec* spec);
+
+}  // namespace gatescope
