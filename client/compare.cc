@@ -370,7 +370,7 @@ std::string TextComparison(const ExplainOptions& options, const InputImage& inpu
       members = ",\"label\":" + JsonString(classes.Get(0).label()) +
                 ",\"score\":" + JsonNumber(classes.Get(0).probability());
     }
-    members += ",\"tokens\":" + std::to_string(text.token_count()) +
+    members += ",\"tokens\":" + std::to_string(text.pieces_read()) +
                ",\"truncated\":" + (text.truncated() ? "true" : "false") +
                ",\"chars_read\":" + std::to_string(text.chars_read());
     models_json += std::string(models_json.empty() ? "" : ",") + ModelJson(a, members);

@@ -58,7 +58,7 @@ std::string ClassesHtml(const ClassList& classes) {
 
 // "64 read (truncated at the model's limit)" pieces.
 std::string PiecesHtml(const TextInput& text) {
-  return std::to_string(text.token_count()) + " read" +
+  return std::to_string(text.pieces_read()) + " read" +
          (text.truncated() ? " (the text has more: truncated at the model's limit)" : "");
 }
 
@@ -74,7 +74,7 @@ std::string TokensJson(const TextInput& text) {
 }
 
 std::string CountsJson(const TextInput& text) {
-  return ",\"tokens\":" + std::to_string(text.token_count()) +
+  return ",\"tokens\":" + std::to_string(text.pieces_read()) +
          ",\"truncated\":" + (text.truncated() ? "true" : "false") +
          ",\"chars_read\":" + std::to_string(text.chars_read());
 }
@@ -156,7 +156,7 @@ std::vector<ShadedPiece> RolloutPieces(const ExplainResponse& response) {
 
 std::string TruncatedNote(const TextInput& text) {
   if (!text.truncated()) return "";
-  return "truncated: the model read the first " + std::to_string(text.token_count()) +
+  return "truncated: the model read the first " + std::to_string(text.pieces_read()) +
          " tokens, the first " + std::to_string(text.chars_read()) + " characters of the text";
 }
 

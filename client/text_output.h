@@ -22,7 +22,8 @@
 namespace gatescope::client {
 
 // JSON members of a predict line, each after a comma: TopClassesJson, then "tokens" (the
-// pieces of the whole text) and "truncated" (whether the model read only the first ones).
+// pieces the model read), "truncated" (whether the text has more) and "chars_read" (the
+// characters of the text those pieces cover).
 std::string TextPredictJson(const ::gatescope::v1::PredictResponse& response);
 
 // OK if `response` describes `text` consistently: each piece within the text's code points

@@ -1,7 +1,8 @@
 // TaskOutput of "text_classification" (text_output.h; docs/text_client.md). Inputs are texts
 // (--text, --text-file). Predict prints
-//   {"file":..., "label":..., "score":..., "topk":[...], "tokens":M, "truncated":false}
-// (M: the pieces of the whole text). Explain always asks for the rollout, and for the gates
+//   {"file":..., "label":..., "score":..., "topk":[...], "tokens":M, "truncated":false,
+//    "chars_read":C}
+// (M: the pieces the model read; C: the characters of the text they cover). Explain always asks for the rollout, and for the gates
 // when the model declares "gate" maps, and writes at <stem> = <out>/<name>:
 //   <stem>.html       a self-contained page: model, version, prediction, the text shaded by
 //                     each piece's rollout (hover: piece, id, value) with its colour bar,
@@ -11,7 +12,7 @@
 //   --format npy: <stem>.rollout.npy [T], .gates.npy [L,H,T], .attention.L<l>.npy
 //     [heads,queries,T+1];  --format json: the attention maps in <stem>.json instead;
 // and prints {"file":..., "page":..., "json":..., "gate_heatmaps":..., "npy":[...],
-// "label":..., "score":..., "tokens":M, "truncated":...}.
+// "label":..., "score":..., "tokens":M, "truncated":..., "chars_read":C}.
 #include <algorithm>
 
 #include "client/task_output.h"

@@ -10,8 +10,8 @@
 namespace gatescope {
 namespace {
 
-// A first guess of the bytes that hold a piece; a text cut too short is cut again longer.
-// English e-mails average about 3.4 characters a piece with the shipped tokenizers.
+// A first guess of the bytes that hold a piece; a text cut too short is cut again longer
+// (docs/performance.md measures the choice on the held-out e-mails).
 constexpr size_t kBytesPerPieceGuess = 4;
 
 bool IsBuiltInNormalizer(std::string_view name) {
@@ -25,21 +25,27 @@ bool WordsEncodeAlone(const std::string& model_proto, const SentencePieceModel& 
   SentencePieceSpec spec;
   if (!ReadSentencePieceSpec(model_proto, &spec)) return false;
   if (!IsBuiltInNormalizer(spec.normalizer_name) || spec.has_normalization_rules ||
-      spec.treat_whitespace_as_suffix) {
+      !spec.escape_whitespaces || spec.treat_whitespace_as_suffix) {
     return false;
   }
-  constexpr std::string_view kWordMarker = "\xE2\x96\x81";  // U+2581, a word's start
+  // A word starts at a space (escaped to the marker U+2581), so no piece may hold the
+  // marker past its start or a space anywhere.
+  constexpr std::string_view kWordMarker = "\xE2\x96\x81";
   for (int id = 0; id < model.vocab_size(); ++id) {
-    if (model.IdToPiece(id).find(kWordMarker, 1) != std::string::npos) return false;
+    const std::string piece = model.IdToPiece(id);
+    if (piece.find(kWordMarker, 1) != std::string::npos ||
+        piece.find(' ') != std::string::npos) {
+      return false;
+    }
   }
   return true;
 }
 
-// Where a text may be cut: before an ASCII space that follows an ASCII graphic character.
+// Where a text may be cut: before a space (U+0020) that follows an ASCII graphic character.
+// (Tabs and line breaks start words only under the nmt_* normalizers, which map them to
+// spaces; a space starts one under every built-in normalizer.)
 bool IsCut(std::string_view text, size_t p) {
-  const auto graphic = [](char c) { return c > ' ' && c < 0x7f; };
-  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  return p >= 1 && p < text.size() && space(text[p]) && graphic(text[p - 1]);
+  return p >= 1 && p < text.size() && text[p] == ' ' && text[p - 1] > ' ' && text[p - 1] < 0x7f;
 }
 
 // The last cut in (after, near], else the first one past `near`, else text.size().
@@ -120,23 +126,32 @@ absl::Status TextTokenizer::CheckText(std::string_view text) const {
   return absl::OkStatus();
 }
 
-bool TextTokenizer::EncodeLeadingPieces(std::string_view text, std::vector<TextPiece>* pieces,
+bool TextTokenizer::EncodeLeadingPieces(std::string_view text, TokenizedText* out,
                                         std::string* error) const {
-  if (!words_encode_alone_) return model_->Encode(text, pieces, error);
+  if (!words_encode_alone_) {
+    out->encoded_bytes = text.size();
+    return model_->Encode(text, &out->pieces, error);
+  }
   // Each try encodes a longer start of the text, until its pieces outnumber max_tokens or
-  // it is the whole text. A start that fell short says how many bytes its pieces took:
-  // the next try aims a quarter past what that predicts (on the held-out e-mails, 1.4x
-  // the bytes needed on average; doubling instead: 1.6x).
+  // it is the whole text. A start that fell short says how many bytes its pieces took: the
+  // next try aims a quarter past what that predicts, or takes the whole text once that is
+  // at most twice as long.
   const size_t wanted = static_cast<size_t>(max_tokens_) + 1;
   size_t cut = 0;
   size_t near = wanted * kBytesPerPieceGuess;
   while (true) {
     cut = CutNear(text, cut, near);
-    if (!model_->Encode(text.substr(0, cut), pieces, error)) return false;
-    if (cut == text.size() || pieces->size() >= wanted) return true;
+    out->encoded_bytes = cut;
+    if (!model_->Encode(text.substr(0, cut), &out->pieces, error)) return false;
+    if (cut == text.size() || out->pieces.size() >= wanted) return true;
     // A start ending in a graphic character has at least one piece.
-    const size_t had = std::max<size_t>(pieces->size(), 1);
-    near = std::max(cut + 64, cut * wanted * 5 / (4 * had));
+    const double had = static_cast<double>(std::max<size_t>(out->pieces.size(), 1));
+    const double aim = static_cast<double>(cut) * static_cast<double>(wanted) / had * 1.25;
+    if (aim * 2 >= static_cast<double>(text.size())) {
+      near = text.size();
+    } else {
+      near = std::max(cut + 64, static_cast<size_t>(aim));
+    }
   }
 }
 
@@ -144,7 +159,7 @@ absl::StatusOr<TokenizedText> TextTokenizer::Tokenize(std::string_view text) con
   if (absl::Status st = CheckText(text); !st.ok()) return st;
   TokenizedText out;
   std::string error;
-  if (!EncodeLeadingPieces(text, &out.pieces, &error)) {
+  if (!EncodeLeadingPieces(text, &out, &error)) {
     return absl::InvalidArgumentError(absl::StrCat("text cannot be tokenized: ", error));
   }
   if (out.pieces.empty()) {

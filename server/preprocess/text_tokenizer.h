@@ -19,6 +19,7 @@ namespace gatescope {
 struct TokenizedText {
   std::vector<TextPiece> pieces;  // at most max_tokens: the pieces the model reads
   bool truncated = false;         // the text has more pieces than max_tokens
+  size_t encoded_bytes = 0;       // how much of the text (from its start) was encoded
 };
 
 class TextTokenizer {
@@ -38,28 +39,29 @@ class TextTokenizer {
 
   // CheckText, then the first max_tokens pieces: INVALID_ARGUMENT when the text has no
   // pieces (e.g. only whitespace) or, under overflow "refuse", more than max_tokens.
-  // CPU-bound. A long text is encoded only as far as its first max_tokens + 1 pieces
-  // reach (words_encode_alone()): the pieces are those of the whole text, but how many
-  // the whole text has is not known.
+  // CPU-bound. When words_encode_alone(), a long text is encoded only as far as its first
+  // max_tokens + 1 pieces reach: the pieces are those of the whole text, but how many the
+  // whole text has is not known.
   absl::StatusOr<TokenizedText> Tokenize(std::string_view text) const;
 
   int vocab_size() const { return model_->vocab_size(); }
   int64_t max_text_bytes() const { return max_text_bytes_; }
   int max_tokens() const { return max_tokens_; }
-  // Whether the model encodes each whitespace-separated word on its own, so that a text cut
-  // before an ASCII space gives the whole text's pieces up to the cut: no piece continues
-  // across a word's start (the word marker U+2581 only ever begins a piece), and the
-  // normalizer is one of SentencePiece's built-in rule sets (none joins a character to the
-  // space after it). Otherwise every text is encoded whole.
+  // Whether the model encodes each space-separated word on its own, so that a text cut
+  // before a space gives the whole text's pieces up to the cut: spaces are escaped to the
+  // word marker U+2581, which only ever begins a piece (no piece continues across a word's
+  // start), and the normalizer is one of SentencePiece's built-in rule sets, without rules
+  // of its own (none joins a character to the space after it). Otherwise every text is
+  // encoded whole.
   bool words_encode_alone() const { return words_encode_alone_; }
 
  private:
   TextTokenizer(std::unique_ptr<SentencePieceModel> model, const TextConfig& config,
                 bool words_encode_alone);
 
-  // The pieces of `text`'s start that reach past max_tokens, else of the whole text.
-  bool EncodeLeadingPieces(std::string_view text, std::vector<TextPiece>* pieces,
-                           std::string* error) const;
+  // Sets out->pieces to those of a start of `text` that reach past max_tokens, else of the
+  // whole text, and out->encoded_bytes to that start's length.
+  bool EncodeLeadingPieces(std::string_view text, TokenizedText* out, std::string* error) const;
 
   std::unique_ptr<SentencePieceModel> model_;
   bool words_encode_alone_;

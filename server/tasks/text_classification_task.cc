@@ -49,7 +49,7 @@ TokenMaps DropGridRow(TokenMaps maps) {
 }
 
 void FillTextInput(const TokenizedText& text, bool with_pieces, v1::TextInput* out) {
-  out->set_token_count(static_cast<int32_t>(text.pieces.size()));
+  out->set_pieces_read(static_cast<int32_t>(text.pieces.size()));
   out->set_truncated(text.truncated);
   int32_t chars_read = 0;
   for (const TextPiece& p : text.pieces) chars_read = std::max(chars_read, p.end);

@@ -71,8 +71,8 @@ def spam():
 
 def server_tokens(model_file, texts, max_tokens, tmp_path):
     """The server's TextTokenizer over `texts`: whether it encodes words alone (long texts
-    only as far as they are read), and per text (pieces read, truncated, [(id, begin,
-    end)]) or the refusal's text."""
+    only as far as they are read), and per text (pieces read, truncated, bytes encoded,
+    [(id, begin, end)]) or the refusal's text."""
     payload = b"".join(struct.pack("<I", len(t.encode())) + t.encode() for t in texts)
     out = subprocess.run([str(TOKENIZE), str(model_file), str(max_tokens)], input=payload,
                          capture_output=True, check=True).stdout.decode().splitlines()
@@ -84,10 +84,31 @@ def server_tokens(model_file, texts, max_tokens, tmp_path):
         if line.startswith("ERROR"):
             parsed.append(line)
             continue
-        count, truncated, *pieces = line.split(" ")
-        parsed.append((int(count), truncated == "1",
+        count, truncated, encoded, *pieces = line.split(" ")
+        parsed.append((int(count), truncated == "1", int(encoded),
                        [tuple(int(v) for v in p.split(":")) for p in pieces]))
     return head.endswith("1"), parsed
+
+
+def assert_pieces_equal_pythons(tok, model_file, texts, limit, tmp_path, alone):
+    """The server's pieces of each text are Python's first `limit`, with the same offsets;
+    returns (texts truncated, texts of those encoded only in part)."""
+    words_alone, got = server_tokens(model_file, texts, limit, tmp_path)
+    assert words_alone == alone
+    cut = partly = 0
+    for text, served in zip(texts, got):
+        want = tok.encode_with_offsets(text)
+        if not want:
+            assert served.startswith("ERROR INVALID_ARGUMENT"), (text, served)
+            continue
+        count, truncated, encoded, pieces = served
+        assert count == min(len(want), limit)
+        assert truncated == (len(want) > limit)
+        assert pieces == [(i, b, e) for i, _, b, e in want[:limit]], (limit, text[:80])
+        assert encoded <= len(text.encode()) and (alone or encoded == len(text.encode()))
+        cut += truncated
+        partly += encoded < len(text.encode())
+    return cut, partly
 
 
 # 1 << 20: no truncation, every piece compared. The others: the server encodes a long
@@ -102,43 +123,59 @@ def test_tokenizer_ids_and_offsets_equal_pythons(corpus, model, limit, tmp_path,
     model_file = tmp_path / "tokenizer.model"
     model_file.write_bytes(tok.model_bytes)
     texts = list(splits.test_texts) + SPECIAL
-    alone, got = server_tokens(model_file, texts, limit, tmp_path)
-    assert alone, "the shipped tokenizers encode each word on its own"
-    cut = 0
-    for text, served in zip(texts, got):
-        want = tok.encode_with_offsets(text)
-        if not want:
-            assert served.startswith("ERROR INVALID_ARGUMENT"), (text, served)
-            continue
-        assert served[0] == min(len(want), limit)
-        assert served[1] == (len(want) > limit)
-        assert served[2] == [(i, b, e) for i, _, b, e in want[:limit]], text[:80]
-        cut += len(want) > limit
+    # The shipped tokenizers encode each word on its own.
+    cut, partly = assert_pieces_equal_pythons(tok, model_file, texts, limit, tmp_path, True)
     if limit < 1 << 20:
         assert cut > len(texts) // 10, "the limit must truncate many texts"
+        # Short glosses are encoded whole once their start would be half of them or more.
+        assert partly >= cut * (0.7 if corpus == "spam" else 0.3), \
+            "truncated texts are encoded only in part"
+    else:
+        assert partly == 0
 
 
-def test_a_tokenizer_whose_pieces_cross_words_reads_texts_whole(wordnet, tmp_path):
-    """Pieces that end in the word marker (treat_whitespace_as_suffix) run into the next
-    word, so a text's start is not encoded as in the whole text: the server encodes every
-    text whole and still reads the same first pieces as Python."""
+def trained_tokenizer(texts, tmp_path, **options):
+    """A 1,000-piece unigram SentencePiece model trained on `texts` with `options`: its
+    Python Tokenizer and the file the server's tool reads."""
     import io
     import sentencepiece as spm
     out = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(list(wordnet.train_texts[:3000])), model_writer=out,
-        model_type="unigram", vocab_size=400, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-        treat_whitespace_as_suffix=True, byte_fallback=True, num_threads=1, minloglevel=2)
-    tok = Tokenizer.from_bytes(out.getvalue())
-    model_file = tmp_path / "suffix.model"
+        sentence_iterator=iter(texts), model_writer=out, model_type="unigram",
+        vocab_size=1000, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, byte_fallback=True,
+        num_threads=1, minloglevel=2, **options)
+    model_file = tmp_path / "trained.model"
     model_file.write_bytes(out.getvalue())
+    return Tokenizer.from_bytes(out.getvalue()), model_file
+
+
+@pytest.mark.parametrize("options", [
+    {"normalization_rule_name": "identity"}, {"normalization_rule_name": "nfkc"},
+    {"normalization_rule_name": "nmt_nfkc", "remove_extra_whitespaces": False}])
+def test_other_normalizers_keep_the_whole_texts_first_pieces(spam, options, tmp_path):
+    """Under these normalizers tabs and line breaks are ordinary characters (or spaces are
+    not collapsed): the multi-line e-mails are still cut only where a word starts."""
+    texts = [t for t in spam.train_texts[:3000] if len(t.encode()) < 4000]
+    tok, model_file = trained_tokenizer(texts, tmp_path, **options)
+    test = list(spam.test_texts[:800]) + SPECIAL
+    for limit in (3, 40, 128):
+        cut, partly = assert_pieces_equal_pythons(tok, model_file, test, limit, tmp_path, True)
+        assert cut > 100 and partly > cut // 2
+
+
+@pytest.mark.parametrize("options", [{"treat_whitespace_as_suffix": True},
+                                     {"split_by_whitespace": False}])
+def test_a_tokenizer_whose_pieces_cross_words_reads_texts_whole(wordnet, options, tmp_path):
+    """Pieces that end in the word marker (treat_whitespace_as_suffix), or hold it within
+    (pieces over several words), run across a word's start, so a text's start is not
+    encoded as in the whole text: the server encodes every text whole and reads the same
+    first pieces as Python."""
+    tok, model_file = trained_tokenizer(list(wordnet.train_texts[:6000]), tmp_path, **options)
+    marker = "\u2581"
+    assert any(marker in tok.piece(i)[1:] for i in range(tok.vocab_size)), \
+        "the model must have pieces that cross a word's start"
     texts = [t for t in wordnet.test_texts[:400] if t.strip()]
-    alone, got = server_tokens(model_file, texts, 6, tmp_path)
-    assert not alone
-    for text, served in zip(texts, got):
-        want = tok.encode_with_offsets(text)
-        assert served[2] == [(i, b, e) for i, _, b, e in want[:6]], text[:80]
-        assert served[1] == (len(want) > 6)
+    assert_pieces_equal_pythons(tok, model_file, texts, 6, tmp_path, False)
 
 
 def as_array(t):
@@ -209,7 +246,7 @@ def test_mixed_length_batches_equal_each_text_alone(server, stubs, wordnet, spam
             assert r.classes[0].label == meta["labels"][r.classes[0].index]
             pieces = tok.encode_with_offsets(texts[i])
             read = pieces[:meta["text"]["max_tokens"]]
-            assert r.text.token_count == len(read)
+            assert r.text.pieces_read == len(read)
             assert r.text.truncated == (len(pieces) > len(read))
             assert r.text.chars_read == max(e for _, _, _, e in read)
         after = metric_value(server, "gatescope_executions_total", model=model)
@@ -276,7 +313,7 @@ def test_overlong_text_is_truncated_as_the_metadata_says(stubs, spam):
     pieces = tok.encode_with_offsets(text)
     assert len(pieces) > limit
     r = stub.Predict(v1.PredictRequest(model_name=SPAM, text=text.encode()), timeout=60)
-    assert r.text.truncated and r.text.token_count == limit
+    assert r.text.truncated and r.text.pieces_read == limit
     assert r.text.chars_read == max(e for _, _, _, e in pieces[:limit])
     assert r.text.chars_read < len(text) // 4  # the rest of this long e-mail was not read
     want = python_logits(load(SPAM), tok, meta, [text])[0]
@@ -303,7 +340,7 @@ def test_bad_text_is_refused_and_the_server_keeps_serving(stubs):
     assert "text 1" in err.value.details()
     r = stub.Predict(v1.PredictRequest(model_name=model, text="a small domesticated feline".encode()),
                      timeout=30)
-    assert r.classes and r.text.token_count > 0
+    assert r.classes and r.text.pieces_read > 0
 
 
 @pytest.mark.parametrize("api", ["gatescope", "kserve"])

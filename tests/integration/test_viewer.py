@@ -488,7 +488,7 @@ def test_text_pieces_shaded_by_explain(server, driver):
     shown = pieces(driver, TEXT, "rollout")
     unread = find(driver, TEXT, '.pieces[data-key="rollout"] .unread').text
     assert len(shown) == 64 and "".join(p[0] for p in shown) + unread == long_text
-    assert read["token_count"] == 64
+    assert read["pieces_read"] == 64
     read_chars = len("".join(p[0] for p in shown))
     assert read["chars_read"] == read_chars
     assert find(driver, TEXT, ".read").text.startswith(

@@ -4,7 +4,8 @@
 //
 // Usage: tokenize_texts TOKENIZER_MODEL MAX_TOKENS < texts
 // stdin: texts, each as a little-endian uint32 byte length and its bytes. stdout:
-// "words_encode_alone 0|1" (TextTokenizer::words_encode_alone), then one line per text, "id:begin:end ..." (code point offsets) after "<pieces read> <truncated 0|1>",
+// "words_encode_alone 0|1" (TextTokenizer::words_encode_alone), then one line per text,
+// "<pieces read> <truncated 0|1> <bytes encoded> id:begin:end ..." (code point offsets),
 // or "ERROR <status>" for a text the server refuses.
 #include <cstdint>
 #include <cstdio>
@@ -48,7 +49,8 @@ int main(int argc, char** argv) {
       std::cout << "ERROR " << tokens.status().ToString() << "\n";
       continue;
     }
-    std::cout << tokens->pieces.size() << " " << (tokens->truncated ? 1 : 0);
+    std::cout << tokens->pieces.size() << " " << (tokens->truncated ? 1 : 0) << " "
+              << tokens->encoded_bytes;
     for (const auto& p : tokens->pieces) std::cout << " " << p.id << ":" << p.begin << ":" << p.end;
     std::cout << "\n";
   }

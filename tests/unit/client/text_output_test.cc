@@ -40,7 +40,7 @@ v1::ExplainResponse Explanation(bool gates, bool truncated = false) {
   AddToken(text, "\xE2\x96\x81\xF0\x9F\x98\x80", 8, 2, 4);
   AddToken(text, "\xE2\x96\x81<", 9, 4, 6);
   AddToken(text, "ok", 10, 6, 8);
-  text->set_token_count(4);  // pieces read
+  text->set_pieces_read(4);  // pieces read
   text->set_truncated(truncated);
   text->set_chars_read(8);
   *r.mutable_rollout() = FloatTensor({4}, {0.1f, 0.4f, 0.2f, 0.3f});
@@ -63,7 +63,7 @@ TEST(TextOutputTest, PredictLineHasClassesTokensAndTruncation) {
   auto* c = response.add_classes();
   c->set_label("spam");
   c->set_probability(0.75f);
-  response.mutable_text()->set_token_count(128);
+  response.mutable_text()->set_pieces_read(128);
   response.mutable_text()->set_truncated(true);
   response.mutable_text()->set_chars_read(431);
   auto out = std::move(NewTaskOutput("text_classification", {})).value();

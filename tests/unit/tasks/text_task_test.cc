@@ -121,6 +121,7 @@ TEST(TextTokenizerTest, ALongTextsFirstPiecesAreTheWholeTextsOwn) {
     ASSERT_TRUE(cut.ok()) << cut.status();
     ASSERT_EQ(cut->pieces.size(), static_cast<size_t>(max_tokens));
     EXPECT_TRUE(cut->truncated);
+    EXPECT_LT(cut->encoded_bytes, text.size()) << max_tokens;  // only a start was encoded
     for (int i = 0; i < max_tokens; ++i) {
       ASSERT_EQ(cut->pieces[i].id, whole->pieces[i].id) << max_tokens << " " << i;
       ASSERT_EQ(cut->pieces[i].begin, whole->pieces[i].begin) << max_tokens << " " << i;
@@ -148,13 +149,18 @@ TEST(TextTokenizerTest, ALongTextsFirstPiecesAreTheWholeTextsOwn) {
   EXPECT_EQ(fits->pieces.size(), static_cast<size_t>(n));
 }
 
-// A text with no place to cut (no ASCII space after an ASCII character) is encoded whole.
+// A text with no place to cut (no space after an ASCII graphic character: here CJK words,
+// and tabs and line breaks after ASCII) is encoded whole.
 TEST(TextTokenizerTest, ATextWithoutWordBreaksIsEncodedWhole) {
   std::string text;
-  for (int i = 0; i < 400; ++i) text += "\xE4\xB8\xAD\xE6\x96\x87 ";  // CJK, then a space
-  auto whole = TextTokenizer::Create(TinyModel(), Config(1 << 20, "truncate")).value()->Tokenize(text);
-  auto cut = TextTokenizer::Create(TinyModel(), Config(10, "truncate")).value()->Tokenize(text);
+  for (int i = 0; i < 400; ++i) text += "\xE4\xB8\xAD\xE6\x96\x87 ab\t\n";
+  auto tokenizer = TextTokenizer::Create(TinyModel(), Config(10, "truncate")).value();
+  ASSERT_TRUE(tokenizer->words_encode_alone());
+  auto all = TextTokenizer::Create(TinyModel(), Config(1 << 20, "truncate")).value();
+  auto whole = all->Tokenize(text);
+  auto cut = tokenizer->Tokenize(text);
   ASSERT_TRUE(whole.ok() && cut.ok());
+  EXPECT_EQ(cut->encoded_bytes, text.size());
   ASSERT_EQ(cut->pieces.size(), 10u);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(cut->pieces[i].id, whole->pieces[i].id) << i;
 }
@@ -171,10 +177,15 @@ TEST(SentencePieceSpecTest, ReadsTheSettingsThatDecideWordByWordEncoding) {
   ASSERT_TRUE(ReadSentencePieceSpec(suffix, &spec));
   EXPECT_TRUE(spec.treat_whitespace_as_suffix);
   EXPECT_EQ(spec.normalizer_name, "nfkc");
-  // normalizer_spec { name: "user" normalization_rule_tsv: "a\tb" }
-  const std::string rules("\x1A\x0B\x0A\x04user\x32\x03" "a\tb", 13);
-  ASSERT_TRUE(ReadSentencePieceSpec(rules, &spec));
-  EXPECT_TRUE(spec.has_normalization_rules);
+  EXPECT_TRUE(spec.escape_whitespaces);
+  // normalizer_spec { name: "nfkc" escape_whitespaces: false normalization_rule_tsv: "a\tb" }
+  const std::string rules("\x1A\x0D\x0A\x04nfkc\x28\x00\x32\x03" "a\tb", 15);
+  SentencePieceSpec ruled;
+  ASSERT_TRUE(ReadSentencePieceSpec(rules, &ruled));
+  EXPECT_EQ(ruled.normalizer_name, "nfkc");
+  EXPECT_TRUE(ruled.has_normalization_rules);
+  EXPECT_FALSE(ruled.escape_whitespaces);
+  EXPECT_FALSE(ruled.treat_whitespace_as_suffix);
   // A submessage longer than the bytes, a truncated varint, a bad wire type.
   for (const std::string& bad :
        {std::string("\x1A\x20\x0A\x04nfkc", 7), std::string("\x12\x02\xC0", 3),
