@@ -2,8 +2,9 @@
 // (--text, --text-file). Predict prints
 //   {"file":..., "label":..., "score":..., "topk":[...], "tokens":M, "truncated":false,
 //    "chars_read":C}
-// (M: the pieces the model read; C: the characters of the text they cover). Explain always asks for the rollout, and for the gates
-// when the model declares "gate" maps, and writes at <stem> = <out>/<name>:
+// (M: the pieces the model read; C: the characters of the text they cover). Explain always
+// asks for the rollout, and for the gates when the model declares "gate" maps, and writes
+// at <stem> = <out>/<name>:
 //   <stem>.html       a self-contained page: model, version, prediction, the text shaded by
 //                     each piece's rollout (hover: piece, id, value) with its colour bar,
 //                     the truncation note, the gate heatmaps (heads x pieces) per layer;
