@@ -33,22 +33,25 @@ bool ForEachSubmessage(const UnknownFieldSet& fields, int number, F read) {
   return true;
 }
 
-// The last varint field numbered `number` as a bool (proto2: the last one wins).
-void ReadBool(const UnknownFieldSet& fields, int number, bool* out) {
+// The last field numbered `number` of wire type `type` (proto2: the last one wins), or null.
+const UnknownField* LastField(const UnknownFieldSet& fields, int number, UnknownField::Type type) {
+  const UnknownField* last = nullptr;
   for (int i = 0; i < fields.field_count(); ++i) {
     const UnknownField& field = fields.field(i);
-    if (field.number() == number && field.type() == UnknownField::TYPE_VARINT) {
-      *out = field.varint() != 0;
-    }
+    if (field.number() == number && field.type() == type) last = &field;
+  }
+  return last;
+}
+
+void ReadBool(const UnknownFieldSet& fields, int number, bool* out) {
+  if (const UnknownField* f = LastField(fields, number, UnknownField::TYPE_VARINT)) {
+    *out = f->varint() != 0;
   }
 }
 
 void ReadString(const UnknownFieldSet& fields, int number, std::string* out) {
-  for (int i = 0; i < fields.field_count(); ++i) {
-    const UnknownField& field = fields.field(i);
-    if (field.number() == number && field.type() == UnknownField::TYPE_LENGTH_DELIMITED) {
-      *out = field.length_delimited();
-    }
+  if (const UnknownField* f = LastField(fields, number, UnknownField::TYPE_LENGTH_DELIMITED)) {
+    *out = f->length_delimited();
   }
 }
 
