@@ -16,7 +16,9 @@ constexpr char kShimName[] = "libgatescope_sentencepiece.so";
 struct ShimApi {
   void* (*load)(const char*, size_t, char*, size_t) = nullptr;
   void (*free_model)(void*) = nullptr;
-  int64_t (*encode)(void*, const char*, size_t, int32_t*, int64_t, char*, size_t) = nullptr;
+  void* (*scratch_new)() = nullptr;
+  void (*scratch_free)(void*) = nullptr;
+  int64_t (*encode)(void*, void*, const char*, size_t, int32_t*, int64_t, char*, size_t) = nullptr;
   int32_t (*vocab_size)(void*) = nullptr;
   int32_t (*pad_id)(void*) = nullptr;
   int64_t (*piece)(void*, int32_t, char*, int64_t) = nullptr;
@@ -61,6 +63,8 @@ ShimApi LoadShim() {
   }
   if (!Resolve(lib, "gs_spm_load", &api.load, &api.error) ||
       !Resolve(lib, "gs_spm_free", &api.free_model, &api.error) ||
+      !Resolve(lib, "gs_spm_scratch_new", &api.scratch_new, &api.error) ||
+      !Resolve(lib, "gs_spm_scratch_free", &api.scratch_free, &api.error) ||
       !Resolve(lib, "gs_spm_encode", &api.encode, &api.error) ||
       !Resolve(lib, "gs_spm_vocab_size", &api.vocab_size, &api.error) ||
       !Resolve(lib, "gs_spm_pad_id", &api.pad_id, &api.error) ||
@@ -75,9 +79,46 @@ const ShimApi& Shim() {
   return api;
 }
 
+// This thread's scratch message in the shim (gs_spm_scratch_new), freed when the thread
+// exits. A scratch that grew past kMaxScratchPieces for a long text is replaced, so that a
+// thread does not hold a long text's pieces for good.
+class ThreadScratch {
+ public:
+  static constexpr int64_t kMaxScratchPieces = 4096;
+
+  ~ThreadScratch() {
+    if (scratch_ != nullptr) Shim().scratch_free(scratch_);
+  }
+  void* get() {
+    if (scratch_ == nullptr) scratch_ = Shim().scratch_new();
+    return scratch_;
+  }
+  void Used(int64_t pieces) {
+    if (pieces <= kMaxScratchPieces) return;
+    Shim().scratch_free(scratch_);
+    scratch_ = nullptr;
+  }
+
+ private:
+  void* scratch_ = nullptr;
+};
+
+std::string PieceOf(void* handle, int32_t id) {
+  std::string piece(64, '\0');
+  const int64_t n = Shim().piece(handle, id, piece.data(), static_cast<int64_t>(piece.size()));
+  if (n > static_cast<int64_t>(piece.size())) {
+    piece.resize(n);
+    Shim().piece(handle, id, piece.data(), n);
+  }
+  piece.resize(n);
+  return piece;
+}
+
 }  // namespace
 
-SentencePieceModel::SentencePieceModel(void* handle) : handle_(handle) {}
+SentencePieceModel::SentencePieceModel(void* handle, std::vector<std::string> vocabulary,
+                                       int pad_id)
+    : handle_(handle), vocabulary_(std::move(vocabulary)), pad_id_(pad_id) {}
 
 SentencePieceModel::~SentencePieceModel() { Shim().free_model(handle_); }
 
@@ -94,47 +135,39 @@ std::unique_ptr<SentencePieceModel> SentencePieceModel::FromSerialized(
     *error = message;
     return nullptr;
   }
-  return std::unique_ptr<SentencePieceModel>(new SentencePieceModel(handle));
+  std::vector<std::string> vocabulary(api.vocab_size(handle));
+  for (size_t id = 0; id < vocabulary.size(); ++id) {
+    vocabulary[id] = PieceOf(handle, static_cast<int32_t>(id));
+  }
+  return std::unique_ptr<SentencePieceModel>(
+      new SentencePieceModel(handle, std::move(vocabulary), api.pad_id(handle)));
 }
 
 bool SentencePieceModel::Encode(std::string_view text, std::vector<TextPiece>* pieces,
                                 std::string* error) const {
   const ShimApi& api = Shim();
+  thread_local ThreadScratch scratch;
   char message[512] = "";
   // Pieces never outnumber bytes by much (each byte is at most one piece, plus the word
   // boundary marker), so one retry at most.
   std::vector<int32_t> spans(3 * (text.size() + 8));
-  int64_t n = api.encode(handle_, text.data(), text.size(), spans.data(),
+  int64_t n = api.encode(handle_, scratch.get(), text.data(), text.size(), spans.data(),
                          static_cast<int64_t>(spans.size() / 3), message, sizeof(message));
   if (n > static_cast<int64_t>(spans.size() / 3)) {
     spans.resize(3 * n);
-    n = api.encode(handle_, text.data(), text.size(), spans.data(), n, message, sizeof(message));
+    n = api.encode(handle_, scratch.get(), text.data(), text.size(), spans.data(), n, message,
+                   sizeof(message));
   }
+  scratch.Used(n);
   if (n < 0) {
     *error = message;
     return false;
   }
-  pieces->clear();
-  pieces->reserve(n);
+  pieces->resize(n);
   for (int64_t i = 0; i < n; ++i) {
-    pieces->push_back({spans[3 * i], IdToPiece(spans[3 * i]), spans[3 * i + 1], spans[3 * i + 2]});
+    (*pieces)[i] = {spans[3 * i], spans[3 * i + 1], spans[3 * i + 2]};
   }
   return true;
-}
-
-int SentencePieceModel::vocab_size() const { return Shim().vocab_size(handle_); }
-
-int SentencePieceModel::pad_id() const { return Shim().pad_id(handle_); }
-
-std::string SentencePieceModel::IdToPiece(int id) const {
-  std::string piece(64, '\0');
-  const int64_t n = Shim().piece(handle_, id, piece.data(), static_cast<int64_t>(piece.size()));
-  if (n > static_cast<int64_t>(piece.size())) {
-    piece.resize(n);
-    Shim().piece(handle_, id, piece.data(), n);
-  }
-  piece.resize(n);
-  return piece;
 }
 
 }  // namespace gatescope

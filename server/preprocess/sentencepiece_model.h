@@ -24,10 +24,9 @@
 
 namespace gatescope {
 
-// One piece of an encoded text.
+// One piece of an encoded text; SentencePieceModel::Piece(id) is its string.
 struct TextPiece {
   int32_t id = 0;
-  std::string piece;
   // Unicode code points [begin, end) of the input the piece came from.
   int32_t begin = 0;
   int32_t end = 0;
@@ -43,17 +42,22 @@ class SentencePieceModel {
                                                             std::string* error);
 
   // Encodes valid UTF-8 `text`. False with `*error` set when SentencePiece fails.
-  // Thread-safe: encoding does not change the model.
+  // Thread-safe: encoding does not change the model. Each calling thread keeps a scratch
+  // message in the shim, reused by its later calls (so a text's pieces are not allocated
+  // one by one), until the thread exits.
   bool Encode(std::string_view text, std::vector<TextPiece>* pieces, std::string* error) const;
 
-  int vocab_size() const;
+  int vocab_size() const { return static_cast<int>(vocabulary_.size()); }
   // The id of the padding piece, or -1 when the model has none.
-  int pad_id() const;
-  std::string IdToPiece(int id) const;
+  int pad_id() const { return pad_id_; }
+  // The string of piece `id`, 0 <= id < vocab_size(); read once, when the model loads.
+  const std::string& Piece(int id) const { return vocabulary_[id]; }
 
  private:
-  explicit SentencePieceModel(void* handle);
+  SentencePieceModel(void* handle, std::vector<std::string> vocabulary, int pad_id);
   void* const handle_;  // owned; the shim's model
+  const std::vector<std::string> vocabulary_;
+  const int pad_id_;
 };
 
 }  // namespace gatescope

@@ -46,13 +46,26 @@ __attribute__((visibility("default"))) void* gs_spm_load(const char* data, size_
 
 __attribute__((visibility("default"))) void gs_spm_free(void* model) { delete Processor(model); }
 
-// Encodes `text` (valid UTF-8). Writes min(pieces, capacity) triples (id, begin, end: code
-// point offsets) to `out` and returns the number of pieces, or -1 with `error` set.
-__attribute__((visibility("default"))) int64_t gs_spm_encode(void* model, const char* text,
-                                                              size_t size, int32_t* out,
-                                                              int64_t capacity, char* error,
-                                                              size_t error_capacity) {
-  sentencepiece::ImmutableSentencePieceText encoded;
+// Scratch for gs_spm_encode: the encoded text's message, kept between calls so that its
+// pieces and their strings are reused instead of allocated per piece. One caller at a time
+// (the server keeps one per thread); freed with gs_spm_scratch_free.
+__attribute__((visibility("default"))) void* gs_spm_scratch_new() {
+  return new sentencepiece::ImmutableSentencePieceText();
+}
+
+__attribute__((visibility("default"))) void gs_spm_scratch_free(void* scratch) {
+  delete static_cast<sentencepiece::ImmutableSentencePieceText*>(scratch);
+}
+
+// Encodes `text` (valid UTF-8) using `scratch` (gs_spm_scratch_new). Writes
+// min(pieces, capacity) triples (id, begin, end: code point offsets) to `out` and returns
+// the number of pieces, or -1 with `error` set.
+__attribute__((visibility("default"))) int64_t gs_spm_encode(void* model, void* scratch,
+                                                              const char* text, size_t size,
+                                                              int32_t* out, int64_t capacity,
+                                                              char* error, size_t error_capacity) {
+  auto& encoded = *static_cast<sentencepiece::ImmutableSentencePieceText*>(scratch);
+  // Encode clears the message first; cleared pieces stay allocated for the next text.
   const auto status = Processor(model)->Encode(std::string_view(text, size),
                                                encoded.mutable_proto());
   if (!status.ok()) {

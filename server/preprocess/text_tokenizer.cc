@@ -32,7 +32,7 @@ bool WordsEncodeAlone(const std::string& model_proto, const SentencePieceModel& 
   // marker past its start or a space anywhere.
   constexpr std::string_view kWordMarker = "\xE2\x96\x81";
   for (int id = 0; id < model.vocab_size(); ++id) {
-    const std::string piece = model.IdToPiece(id);
+    const std::string& piece = model.Piece(id);
     if (piece.find(kWordMarker, 1) != std::string::npos ||
         piece.find(' ') != std::string::npos) {
       return false;

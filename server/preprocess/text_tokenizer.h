@@ -45,6 +45,8 @@ class TextTokenizer {
   absl::StatusOr<TokenizedText> Tokenize(std::string_view text) const;
 
   int vocab_size() const { return model_->vocab_size(); }
+  // The string of piece `id` (a TextPiece's id).
+  const std::string& piece(int id) const { return model_->Piece(id); }
   int64_t max_text_bytes() const { return max_text_bytes_; }
   int max_tokens() const { return max_tokens_; }
   // Whether the model encodes each space-separated word on its own, so that a text cut

@@ -48,16 +48,19 @@ TokenMaps DropGridRow(TokenMaps maps) {
   return maps;
 }
 
-void FillTextInput(const TokenizedText& text, bool with_pieces, v1::TextInput* out) {
+// What the model read of `text`; with its pieces (strings from `with_pieces`) unless that
+// is null.
+void FillTextInput(const TokenizedText& text, const TextTokenizer* with_pieces,
+                   v1::TextInput* out) {
   out->set_pieces_read(static_cast<int32_t>(text.pieces.size()));
   out->set_truncated(text.truncated);
   int32_t chars_read = 0;
   for (const TextPiece& p : text.pieces) chars_read = std::max(chars_read, p.end);
   out->set_chars_read(chars_read);
-  if (!with_pieces) return;
+  if (with_pieces == nullptr) return;
   for (const TextPiece& p : text.pieces) {
     v1::TextToken* t = out->add_tokens();
-    t->set_piece(p.piece);
+    t->set_piece(with_pieces->piece(p.id));
     t->set_id(p.id);
     t->set_begin(p.begin);
     t->set_end(p.end);
@@ -93,7 +96,7 @@ class TextClassificationTask final : public Task {
     auto k = TopKOf(request.top_k());
     if (!k.ok()) return k.status();
     auto write = [this, response, k = *k](const NamedTensors& outputs, const TokenizedText& t) {
-      FillTextInput(t, false, response->mutable_text());
+      FillTextInput(t, nullptr, response->mutable_text());
       return FillClasses(config_, outputs, k, response);
     };
     return std::unique_ptr<InferenceJob>(
@@ -124,7 +127,7 @@ class TextClassificationTask final : public Task {
       auto maps = tokens->Finish();
       if (!maps.ok()) return maps.status();
       FillTokenMaps(DropGridRow(*std::move(maps)), response);
-      FillTextInput(t, true, response->mutable_text());
+      FillTextInput(t, tokenizer_.get(), response->mutable_text());
       return absl::OkStatus();
     };
     return std::unique_ptr<InferenceJob>(std::make_unique<TextJob>(
