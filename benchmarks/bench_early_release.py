@@ -63,7 +63,7 @@ def main():
                                                     "--torch_threads=1", "--instances=1"],
                                        wrap=["taskset", "-c", args.server_cores])
                     try:
-                        r = run_perf(srv, args.model, args.client_cores, c, inputs,
+                        r = run_perf(srv.address, args.model, args.client_cores, c, inputs,
                                      args.window_ms)
                         r["mean_batch"] = mean_batch(srv, args.model)
                     finally:

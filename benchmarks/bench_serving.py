@@ -33,7 +33,7 @@ gives the forwards core 0 of their own, gRPC core 1 shared with the load generat
 
 Usage: /usr/bin/python3 benchmarks/bench_serving.py [--models dgvit_fmnist,...]
        [--server-cores 0] [--forward-cpus ""] [--client-cores 1] [--threads 1]
-       [--seconds 1.0] [--window-ms 1500] [--delay-us 1000]
+       [--seconds 1.0] [--window-ms 1500] [--delay-us 1000] [--transport tcp|unix]
 """
 import argparse
 import json
@@ -135,9 +135,19 @@ def served_batching(model_dir, model_max, delay_us):
     return batch, parsed.dynamic_batching.max_queue_delay_microseconds, "config.pbtxt"
 
 
-def run_perf(server, model, cores, concurrency, inputs, window_ms):
+TRANSPORTS = {"tcp": "loopback TCP", "unix": "a Unix domain socket (--grpc_unix_socket)"}
+
+
+def add_transport_argument(ap):
+    ap.add_argument("--transport", choices=sorted(TRANSPORTS), default="tcp",
+                    help="how gatescope-perf reaches the server: its loopback TCP port, or a "
+                         "Unix domain socket (--grpc_unix_socket) as a client on the same "
+                         "machine may")
+
+
+def run_perf(address, model, cores, concurrency, inputs, window_ms):
     cmd = ["taskset", "-c", cores, str(BUILD / "client" / "gatescope-perf"), "--server",
-           server.address, "--model", model, "--concurrency", str(concurrency),
+           address, "--model", model, "--concurrency", str(concurrency),
            "--warmup-ms", "1000", "--window-ms", str(window_ms), "--max-windows", "6", *inputs]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -150,11 +160,14 @@ def serve_and_measure(repo, model, flags, args, levels, inputs, work):
     from server_harness import start_server, stop_server
     work.mkdir()
     placement = [f"--forward_cpus={args.forward_cpus}"] if args.forward_cpus else []
-    server = start_server(work, repo, extra=[*flags, *placement,
+    socket = work / "grpc.sock"
+    transport = [f"--grpc_unix_socket={socket}"] if args.transport == "unix" else []
+    server = start_server(work, repo, extra=[*flags, *placement, *transport,
                                             f"--torch_threads={args.threads}", "--instances=1"],
                           wrap=["taskset", "-c", args.server_cores])
+    address = f"unix:{socket}" if args.transport == "unix" else server.address
     try:
-        return {c: run_perf(server, model, args.client_cores, c, inputs, args.window_ms)
+        return {c: run_perf(address, model, args.client_cores, c, inputs, args.window_ms)
                 for c in levels}
     finally:
         stop_server(server)
@@ -220,6 +233,7 @@ def main():
     ap.add_argument("--window-ms", type=int, default=1500)
     ap.add_argument("--delay-us", type=int, default=1000,
                     help="batching delay of a model without config.pbtxt")
+    add_transport_argument(ap)
     args = ap.parse_args()
     models = args.models.split(",") if args.models else shipped_models()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_bench_"))
@@ -228,8 +242,8 @@ def main():
               if args.forward_cpus else "")
     print(f"Server on cores {args.server_cores}{placed}, gatescope-perf on cores "
           f"{args.client_cores}, {args.threads} Torch thread(s), 1 instance; in-process forward "
-          f"on cores {forward_cores}; gRPC loopback, encoded PNG inputs (text models: UTF-8 "
-          "texts)")
+          f"on cores {forward_cores}; gRPC over {TRANSPORTS[args.transport]}, encoded PNG "
+          "inputs (text models: UTF-8 texts)")
     summary = []
     try:
         for model in models:

@@ -48,7 +48,9 @@ CLI::Validator NumberIn(double lo, double hi, bool hi_open) {
 }
 
 void AddConnectionFlags(CLI::App& app, ConnectionOptions& options) {
-  app.add_option("--server", options.server, "gRPC address of the gatescope server (HOST:PORT)");
+  app.add_option("--server", options.server,
+                 "gRPC address of the gatescope server (HOST:PORT, or unix:PATH for its "
+                 "--grpc_unix_socket)");
   app.add_option("--tls-ca", options.tls_ca,
                  "use TLS, verifying the server with these PEM root certificates "
                  "(default: an insecure channel)")

@@ -39,6 +39,10 @@ ABSL_FLAG(std::string, host, "127.0.0.1",
           "Address for gRPC and metrics listeners: localhost, an IPv4 literal (127.0.0.1, "
           "0.0.0.0) or an IPv6 literal without brackets (::1, ::)");
 ABSL_FLAG(int, grpc_port, 8001, "gRPC port (0 picks a free one)");
+ABSL_FLAG(std::string, grpc_unix_socket, "",
+          "If set, gRPC also listens on this Unix domain socket path (clients: "
+          "unix:<path>), with the port's services, credentials and limits; access follows "
+          "the socket file's permissions");
 ABSL_FLAG(int, metrics_port, 8002, "Prometheus /metrics port (0 picks a free one, -1 disables)");
 ABSL_FLAG(int, http_port, 8000,
           "KServe v2 REST (HTTP/JSON) port (0 picks a free one, -1 disables); HTTPS when "
@@ -240,6 +244,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.port_file = absl::GetFlag(FLAGS_port_file);
   o.host = absl::GetFlag(FLAGS_host);
   o.grpc_port = absl::GetFlag(FLAGS_grpc_port);
+  o.grpc_unix_socket = absl::GetFlag(FLAGS_grpc_unix_socket);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.http_port = absl::GetFlag(FLAGS_http_port);
   o.http_viewer = absl::GetFlag(FLAGS_http_viewer);

@@ -188,6 +188,12 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock,
   grpc::ServerBuilder builder;
   const std::string address = ListenAddress(s.options.host, s.options.grpc_port);
   builder.AddListeningPort(address, credentials, &s.grpc_port);
+  const bool unix_socket = !s.options.grpc_unix_socket.empty();
+  const std::string unix_address = "unix:" + s.options.grpc_unix_socket;
+  int unix_socket_bound = 0;  // gRPC sets it non-zero once the socket is bound
+  if (unix_socket) {
+    builder.AddListeningPort(unix_address, credentials, &unix_socket_bound);
+  }
   for (const auto& [name, value] : GrpcServerArguments(s.options)) {
     builder.AddChannelArgument(name, value);
   }
@@ -196,7 +202,11 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock,
   builder.RegisterService(s.kserve.get());
   builder.RegisterService(s.health.get());
   s.grpc = builder.BuildAndStart();
-  if (!s.grpc || s.grpc_port == 0) return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  if (!s.grpc || s.grpc_port == 0 || (unix_socket && unix_socket_bound == 0)) {
+    // gRPC builds no server when any of its addresses cannot be bound.
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address,
+                                               unix_socket ? " or " + unix_address : ""));
+  }
   return absl::OkStatus();
 }
 

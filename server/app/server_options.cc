@@ -5,6 +5,7 @@
 
 #include <climits>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -69,6 +70,13 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (absl::Status host = ValidateHost(o.host); !host.ok()) return host;
   if (o.grpc_port < 0 || o.grpc_port > 65535) {
     return OutOfRange("grpc_port", absl::StrCat(o.grpc_port), "0..65535");
+  }
+  // sockaddr_un's sun_path holds 108 bytes, the terminating NUL included.
+  if (o.grpc_unix_socket.size() > 107 ||
+      o.grpc_unix_socket.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "grpc_unix_socket = '", absl::CHexEscape(o.grpc_unix_socket),
+        "' is not a usable Unix socket path (at most 107 bytes, no NUL)"));
   }
   if (o.metrics_port < -1 || o.metrics_port > 65535) {
     return OutOfRange("metrics_port", absl::StrCat(o.metrics_port), "-1..65535");

@@ -62,6 +62,12 @@ struct ServerOptions {
   // or an IPv6 literal without brackets ("::1", "::"); see ValidateHost.
   std::string host = "127.0.0.1";
   int grpc_port = 8001;     // 0 picks a free port
+  // If set, gRPC also listens on this Unix domain socket (gRPC address "unix:<path>"): the
+  // same services, credentials, tokens and limits as the port. For a client on the same
+  // machine (a sidecar, a pod's other container): no TCP stack per message. gRPC replaces
+  // a stale socket at the path when it starts and removes it at shutdown; who may connect
+  // is decided by the file's permissions (the process's umask) and its directory's.
+  std::string grpc_unix_socket;
   int metrics_port = 8002;  // 0 picks a free port; -1 disables /metrics
   int http_port = 8000;     // KServe v2 REST; 0 picks a free port; -1 disables it
   bool http_viewer = true;  // the browser viewer at /viewer/ on the REST port
@@ -96,7 +102,7 @@ struct ServerOptions {
 };
 
 // INVALID_ARGUMENT naming the first option out of range (host per ValidateHost; ports
-// 0..65535, metrics -1 too; threads >= 0; batch size 1..4096; queue size >= 1; delay and
+// 0..65535, metrics -1 too; a Unix socket path of at most 107 bytes, without NUL; threads >= 0; batch size 1..4096; queue size >= 1; delay and
 // timeouts >= 0; instances 1..64; http port -1..65535; poll interval > 0; explain cap > 0;
 // message size 1 KiB..1 GiB; the gRPC limits per ValidateGrpcLimits).
 absl::Status ValidateServerOptions(const ServerOptions& options);

@@ -201,6 +201,7 @@ def test_server_help_lists_every_flag_with_its_default():
     (["--grpc_port=abc"], "grpc_port"),           # unparsable
     (["--grpc_port=70000"], "grpc_port"),         # out of range
     (["--metrics_port=-2"], "metrics_port"),
+    (["--grpc_unix_socket=/" + "s" * 120], "grpc_unix_socket"),
     (["--max_batch_size=0"], "max_batch_size"),
     (["--instances=65"], "instances"),
     (["--max_queue_delay_us=-1"], "max_queue_delay"),

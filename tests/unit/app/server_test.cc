@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -248,6 +250,10 @@ TEST(ServerOptionsTest, LimitsAndHostsOutOfRangeAreRefusedByName) {
       {[](O& o) { o.forward_idle_poll = absl::Microseconds(-1); },
        "forward_idle_poll = -1us is out of range (0..1s)"},
       {[](O& o) { o.forward_idle_poll = absl::Seconds(2); }, "forward_idle_poll = 2s"},
+      {[](O& o) { o.grpc_unix_socket = "/" + std::string(107, 's'); },
+       "is not a usable Unix socket path (at most 107 bytes, no NUL)"},
+      {[](O& o) { o.grpc_unix_socket = std::string("/tmp/a\0b", 8); },
+       "grpc_unix_socket = '/tmp/a\\x00"},
   };
   for (const Case& c : cases) {
     ServerOptions o;
@@ -548,6 +554,65 @@ TEST_F(ServerTest, ListensOnIpv6LoopbackAndAny) {
   ExpectServesOn(Options(), &loader_, "::1", "[::1]", "::1");
   ExpectServesOn(Options(), &loader_, "::", "[::1]", "::1");
   ExpectServesOn(Options(), &loader_, "::", "127.0.0.1", "127.0.0.1");  // dual stack
+}
+
+bool IsSocket(const fs::path& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+TEST_F(ServerTest, ServesOnAUnixSocketBesideThePortAndRemovesItAtShutdown) {
+  ServerOptions options = Options();
+  const fs::path socket_path = root_ / "grpc.sock";
+  // A stale socket from an earlier process: bound, never removed.
+  const int stale = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", socket_path.c_str());
+  ASSERT_EQ(bind(stale, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  close(stale);
+  ASSERT_TRUE(IsSocket(socket_path));
+
+  options.grpc_unix_socket = socket_path.string();
+  auto server = Server::Start(options, {&loader_, nullptr});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_TRUE(IsSocket(socket_path));
+  for (const std::string& target :
+       {"unix:" + socket_path.string(), absl::StrCat("127.0.0.1:", (*server)->grpc_port())}) {
+    auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+    v1::PredictResponse response;
+    const grpc::Status st = WithDeadline([&](auto* c) {
+      return v1::Inference::NewStub(channel)->Predict(c, SmallPredict(), &response);
+    });
+    ASSERT_TRUE(st.ok()) << target << ": " << st.error_message();
+    EXPECT_EQ(response.classes(0).label(), "c") << target;
+    ::inference::ModelReadyRequest ready;
+    ready.set_name("m");
+    ::inference::ModelReadyResponse is_ready;
+    ASSERT_TRUE(WithDeadline([&](auto* c) {
+      return ::inference::GRPCInferenceService::NewStub(channel)->ModelReady(c, ready, &is_ready);
+    }).ok()) << target;
+    EXPECT_TRUE(is_ready.ready()) << target;
+  }
+  (*server)->Shutdown();
+  (*server)->Wait();
+  server->reset();
+  EXPECT_FALSE(fs::exists(socket_path));
+}
+
+TEST_F(ServerTest, AUnixSocketPathHeldByAnotherFileIsRefusedAndTheFileKept) {
+  ServerOptions options = Options();
+  const fs::path taken = root_ / "not_a_socket";
+  std::ofstream(taken) << "data";
+  options.grpc_unix_socket = taken.string();
+  auto server = Server::Start(options, {&loader_, nullptr});
+  ASSERT_EQ(server.status().code(), absl::StatusCode::kUnavailable) << server.status();
+  EXPECT_NE(server.status().message().find("unix:" + taken.string()), absl::string_view::npos)
+      << server.status();
+  std::ifstream kept(taken);
+  std::string content;
+  kept >> content;
+  EXPECT_EQ(content, "data");
 }
 
 }  // namespace
