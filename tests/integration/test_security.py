@@ -208,18 +208,27 @@ def test_grpc_health_needs_a_token_unless_health_is_exempt(server, tmp_path, pki
     assert json.loads(open_probe.stdout.splitlines()[0])["status"] == "SERVING"
     repo = tmp_path / "repo"
     shutil.copytree(REPO / "model_repository" / MODEL, repo / MODEL)
+    unix_socket = tmp_path / "grpc.sock"
     srv = start_server(tmp_path, repo, [f"--auth_tokens_file={pki / 'tokens'}",
-                                        "--auth_exempt="])
+                                        "--auth_exempt=", f"--grpc_unix_socket={unix_socket}"])
     try:
-        refused = srv.client("health")
-        assert refused.returncode != 0
-        assert "UNAUTHENTICATED" in refused.stdout + refused.stderr
         token = tmp_path / "token"
         token.write_text(USER)
-        for service in ("", MODEL):
-            ok = srv.client("health", "--service", service, "--token-file", str(token))
-            assert ok.returncode == 0, ok.stdout + ok.stderr
-            assert json.loads(ok.stdout.splitlines()[0])["status"] == "SERVING"
+        # The Unix socket (--grpc_unix_socket) checks tokens as the port does.
+        client = str(BUILD / "client" / "gatescope-client")
+
+        def health(address, *args):
+            return subprocess.run([client, "health", "--server", address, *args],
+                                  capture_output=True, text=True, timeout=60)
+
+        for address in (srv.address, f"unix:{unix_socket}"):
+            refused = health(address)
+            assert refused.returncode != 0, address
+            assert "UNAUTHENTICATED" in refused.stdout + refused.stderr, address
+            for service in ("", MODEL):
+                ok = health(address, "--service", service, "--token-file", str(token))
+                assert ok.returncode == 0, ok.stdout + ok.stderr
+                assert json.loads(ok.stdout.splitlines()[0])["status"] == "SERVING"
     finally:
         assert stop_server(srv) == 0, srv.log()
 
