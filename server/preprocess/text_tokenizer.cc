@@ -41,26 +41,25 @@ bool WordsEncodeAlone(const std::string& model_proto, const SentencePieceModel& 
   return true;
 }
 
-// Where a text may be cut: before a space (U+0020) that follows an ASCII graphic character.
-// (Tabs and line breaks start words only under the nmt_* normalizers, which map them to
-// spaces; a space starts one under every built-in normalizer.)
-bool IsCut(std::string_view text, size_t p) {
-  return p >= 1 && p < text.size() && text[p] == ' ' && text[p - 1] > ' ' && text[p - 1] < 0x7f;
-}
-
 // The last cut in (after, near], else the first one past `near`, else text.size().
 size_t CutNear(std::string_view text, size_t after, size_t near) {
   if (near >= text.size()) return text.size();
   for (size_t p = near; p > after; --p) {
-    if (IsCut(text, p)) return p;
+    if (IsWordCut(text, p)) return p;
   }
   for (size_t p = std::max(near, after) + 1; p < text.size(); ++p) {
-    if (IsCut(text, p)) return p;
+    if (IsWordCut(text, p)) return p;
   }
   return text.size();
 }
 
 }  // namespace
+
+// Tabs and line breaks start words only under the nmt_* normalizers, which map them to
+// spaces; a space starts one under every built-in normalizer.
+bool IsWordCut(std::string_view text, size_t p) {
+  return p >= 1 && p < text.size() && text[p] == ' ' && text[p - 1] > ' ' && text[p - 1] < 0x7f;
+}
 
 absl::Status CheckTextConfig(const TextConfig& config) {
   if (config.tokenizer() != "sentencepiece") {

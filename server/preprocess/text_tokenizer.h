@@ -72,6 +72,12 @@ class TextTokenizer {
   int64_t max_text_bytes_;
 };
 
+// Where TextTokenizer cuts a text when words_encode_alone(): before byte `p`, a space
+// (U+0020) that follows an ASCII graphic character. The pieces of text.substr(0, p) are
+// then the whole text's pieces up to p (tests/tools/tokenize_texts --check-cuts checks it
+// on corpora and tokenizers).
+bool IsWordCut(std::string_view text, size_t p);
+
 // INVALID_ARGUMENT naming the field unless `config` is complete: tokenizer
 // "sentencepiece", a tokenizer_file, max_tokens >= 1, overflow "truncate" or "refuse",
 // max_text_bytes >= 0, pad_id >= 0.

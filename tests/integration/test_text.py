@@ -111,6 +111,43 @@ def assert_pieces_equal_pythons(tok, model_file, texts, limit, tmp_path, alone):
     return cut, partly
 
 
+def cut_checks(model_file, texts, per_text=40):
+    """tokenize_texts --check-cuts over `texts`: (cuts checked, cuts whose start of the
+    text is not encoded into the whole text's pieces up to the cut, the first few such
+    texts with the bad cut's byte offset)."""
+    payload = b"".join(struct.pack("<I", len(t.encode())) + t.encode() for t in texts)
+    out = subprocess.run([str(TOKENIZE), str(model_file), "0", "--check-cuts", str(per_text)],
+                         input=payload, capture_output=True, check=True).stdout.decode()
+    _, *lines = out.splitlines()
+    assert len(lines) == len(texts)
+    checked = bad = 0
+    examples = []
+    for text, line in zip(texts, lines):
+        if line.startswith("ERROR"):  # a text with no pieces: nothing to cut
+            continue
+        _, n, wrong, *first = line.split(" ")
+        checked, bad = checked + int(n), bad + int(wrong)
+        if first and len(examples) < 3:
+            examples.append((int(first[0]), text[:200]))
+    return checked, bad, examples
+
+
+@pytest.mark.parametrize("corpus,model", [("wordnet", WORDNET[0]), ("spam", SPAM)])
+def test_every_cut_the_rule_allows_keeps_the_whole_texts_pieces(corpus, model, tmp_path,
+                                                                 request):
+    """The prefix rule itself, not only its outcome at a limit (where the one piece read
+    beyond max_tokens hides a difference at the cut): at every place IsWordCut allows (up
+    to 40 per text), the text's start encodes into the whole text's pieces up to there."""
+    splits = request.getfixturevalue(corpus)
+    tok, _ = tokenizer_of(model)
+    model_file = tmp_path / "tokenizer.model"
+    model_file.write_bytes(tok.model_bytes)
+    texts = list(splits.test_texts[:1500]) + SPECIAL
+    checked, bad, examples = cut_checks(model_file, texts)
+    assert bad == 0, examples
+    assert checked > (20_000 if corpus == "spam" else 2_000)
+
+
 # 1 << 20: no truncation, every piece compared. The others: the server encodes a long
 # text only as far as its first `limit` + 1 pieces reach; those must be the whole text's.
 @pytest.mark.parametrize("corpus,model,limit", [
@@ -161,6 +198,9 @@ def test_other_normalizers_keep_the_whole_texts_first_pieces(spam, options, tmp_
     for limit in (3, 40, 128):
         cut, partly = assert_pieces_equal_pythons(tok, model_file, test, limit, tmp_path, True)
         assert cut > 100 and partly > cut // 2
+    checked, bad, examples = cut_checks(model_file, test)
+    assert bad == 0, examples
+    assert checked > 15_000
 
 
 @pytest.mark.parametrize("options", [{"treat_whitespace_as_suffix": True},
@@ -176,6 +216,9 @@ def test_a_tokenizer_whose_pieces_cross_words_reads_texts_whole(wordnet, options
         "the model must have pieces that cross a word's start"
     texts = [t for t in wordnet.test_texts[:400] if t.strip()]
     assert_pieces_equal_pythons(tok, model_file, texts, 6, tmp_path, False)
+    # Why they must: cut where the rule would, their texts' starts differ from the whole.
+    checked, bad, _ = cut_checks(model_file, texts)
+    assert checked > 1_000 and bad > checked // 20, (checked, bad)
 
 
 def as_array(t):

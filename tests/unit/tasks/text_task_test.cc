@@ -152,6 +152,42 @@ TEST(TextTokenizerTest, ALongTextsFirstPiecesAreTheWholeTextsOwn) {
   EXPECT_EQ(fits->pieces.size(), static_cast<size_t>(n));
 }
 
+// The rule itself: at every place IsWordCut allows in a text of many kinds of words, the
+// text's start encodes into exactly the whole text's pieces up to there, and no piece of
+// the whole text lies inside the start.
+TEST(TextTokenizerTest, EveryCutTheRuleAllowsKeepsTheWholeTextsPieces) {
+  const std::vector<std::string> words = {
+      "the", "r\xC3\xA9sum\xC3\xA9", "fox,", "\xE4\xB8\xAD\xE6\x96\x87", "jumps\tover",
+      "\xF0\x9F\x91\x8D", "don't", "CAF\xC3\x89", "x=1;y=2", "co-operate.", "\xEF\xBC\xA1",
+      "\xE2\x91\xB4", "\n\n", "a\xCC\x81", "  ", "NAME:", "(42)", "\xC2\xA0", "~", "\x7F"};
+  std::string text;
+  for (int i = 0; i < 300; ++i) {
+    text += words[(i * 7 + i / 5) % words.size()];
+    text += (i % 11 == 0) ? "\n" : " ";
+  }
+  auto all = TextTokenizer::Create(TinyModel(), Config(1 << 20, "truncate")).value();
+  ASSERT_TRUE(all->words_encode_alone());
+  auto whole = all->Tokenize(text);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  int cuts = 0;
+  for (size_t p = 0; p < text.size(); ++p) {
+    if (!IsWordCut(text, p)) continue;
+    ++cuts;
+    int32_t chars = 0;
+    for (size_t b = 0; b < p; ++b) chars += (static_cast<unsigned char>(text[b]) & 0xC0) != 0x80;
+    auto start = all->Tokenize(std::string_view(text).substr(0, p));
+    ASSERT_TRUE(start.ok()) << p;
+    ASSERT_LT(start->pieces.size(), whole->pieces.size()) << p;
+    for (size_t k = 0; k < start->pieces.size(); ++k) {
+      ASSERT_EQ(start->pieces[k].id, whole->pieces[k].id) << p << " " << k;
+      ASSERT_EQ(start->pieces[k].begin, whole->pieces[k].begin) << p << " " << k;
+      ASSERT_EQ(start->pieces[k].end, whole->pieces[k].end) << p << " " << k;
+    }
+    ASSERT_GE(whole->pieces[start->pieces.size()].begin, chars) << p;
+  }
+  EXPECT_GT(cuts, 120);
+}
+
 // A text with no place to cut (no space after an ASCII graphic character: here CJK words,
 // and tabs and line breaks after ASCII) is encoded whole.
 TEST(TextTokenizerTest, ATextWithoutWordBreaksIsEncodedWhole) {
