@@ -15,7 +15,7 @@ docs/performance.md on this machine.
 
 Usage: /usr/bin/python3 benchmarks/bench_server_floor.py [--server-cores 0]
        [--forward-cpus LIST] [--client-cores 1] [--window-ms 1500] [--delay-us 200] [--server-flag=--FLAG=VALUE ...]
-       [--transport tcp|unix]
+       [--transport tcp|unix] [--api gatescope|kserve|kserve-streaming]
 """
 import argparse
 import pathlib
@@ -27,8 +27,8 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_serving import (TRANSPORTS, add_transport_argument, in_process, row_note,  # noqa: E402
-                           serve_and_measure, write_inputs)
+from bench_serving import (APIS, TRANSPORTS, add_client_arguments, in_process,  # noqa: E402
+                           row_note, serve_and_measure, write_inputs)
 
 NAME = "floor_fmnist"
 # The shipped Fashion-MNIST classifiers' input (vit_fmnist's metadata), ten labels.
@@ -70,7 +70,7 @@ def main():
     ap.add_argument("--server-flag", action="append", default=[],
                     help="extra gatescope-server flag for both servers (repeatable), e.g. "
                          "--server-flag=--request_threads_batch_scheduling=false")
-    add_transport_argument(ap)
+    add_client_arguments(ap)
     args = ap.parse_args()
     args.threads = 1
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_floor_"))
@@ -91,7 +91,7 @@ def main():
     placed = (f" (forward passes on cores {args.forward_cpus}, --forward_cpus)"
               if args.forward_cpus else "")
     print(f"Server on cores {args.server_cores}{placed}, gatescope-perf on cores "
-          f"{args.client_cores}, 1 Torch thread, gatescope.v1 Predict of 64 Fashion-MNIST PNGs "
+          f"{args.client_cores}, 1 Torch thread, {APIS[args.api]} of 64 Fashion-MNIST PNGs "
           f"over {TRANSPORTS[args.transport]}")
     print("\nIn-process forward of the stand-in: " + ", ".join(
         f"b{s['batch']} {1e6 / s['images_per_s']:.1f} us/image"

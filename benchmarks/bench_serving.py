@@ -34,6 +34,7 @@ gives the forwards core 0 of their own, gRPC core 1 shared with the load generat
 Usage: /usr/bin/python3 benchmarks/bench_serving.py [--models dgvit_fmnist,...]
        [--server-cores 0] [--forward-cpus ""] [--client-cores 1] [--threads 1]
        [--seconds 1.0] [--window-ms 1500] [--delay-us 1000] [--transport tcp|unix]
+       [--api gatescope|kserve|kserve-streaming]
 """
 import argparse
 import json
@@ -138,16 +139,29 @@ def served_batching(model_dir, model_max, delay_us):
 TRANSPORTS = {"tcp": "loopback TCP", "unix": "a Unix domain socket (--grpc_unix_socket)"}
 
 
-def add_transport_argument(ap):
+APIS = {"gatescope": "gatescope.v1 Predict", "kserve": "KServe ModelInfer",
+        "kserve-streaming": "KServe ModelStreamInfer (one stream per client thread)"}
+
+
+def add_client_arguments(ap):
     ap.add_argument("--transport", choices=sorted(TRANSPORTS), default="tcp",
                     help="how gatescope-perf reaches the server: its loopback TCP port, or a "
                          "Unix domain socket (--grpc_unix_socket) as a client on the same "
                          "machine may")
+    ap.add_argument("--api", choices=list(APIS), default="gatescope",
+                    help="what gatescope-perf calls: " + "; ".join(
+                        f"{k}: {v}" for k, v in APIS.items()))
 
 
-def run_perf(address, model, cores, concurrency, inputs, window_ms):
+def api_flags(api):
+    """gatescope-perf's flags for an --api choice."""
+    return {"gatescope": ["--api", "gatescope"], "kserve": ["--api", "kserve"],
+            "kserve-streaming": ["--api", "kserve", "--streaming"]}[api]
+
+
+def run_perf(address, model, cores, concurrency, inputs, window_ms, api="gatescope"):
     cmd = ["taskset", "-c", cores, str(BUILD / "client" / "gatescope-perf"), "--server",
-           address, "--model", model, "--concurrency", str(concurrency),
+           address, "--model", model, *api_flags(api), "--concurrency", str(concurrency),
            "--warmup-ms", "1000", "--window-ms", str(window_ms), "--max-windows", "6", *inputs]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -167,7 +181,8 @@ def serve_and_measure(repo, model, flags, args, levels, inputs, work):
                           wrap=["taskset", "-c", args.server_cores])
     address = f"unix:{socket}" if args.transport == "unix" else server.address
     try:
-        return {c: run_perf(address, model, args.client_cores, c, inputs, args.window_ms)
+        return {c: run_perf(address, model, args.client_cores, c, inputs, args.window_ms,
+                            args.api)
                 for c in levels}
     finally:
         stop_server(server)
@@ -233,7 +248,7 @@ def main():
     ap.add_argument("--window-ms", type=int, default=1500)
     ap.add_argument("--delay-us", type=int, default=1000,
                     help="batching delay of a model without config.pbtxt")
-    add_transport_argument(ap)
+    add_client_arguments(ap)
     args = ap.parse_args()
     models = args.models.split(",") if args.models else shipped_models()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_bench_"))
@@ -242,8 +257,8 @@ def main():
               if args.forward_cpus else "")
     print(f"Server on cores {args.server_cores}{placed}, gatescope-perf on cores "
           f"{args.client_cores}, {args.threads} Torch thread(s), 1 instance; in-process forward "
-          f"on cores {forward_cores}; gRPC over {TRANSPORTS[args.transport]}, encoded PNG "
-          "inputs (text models: UTF-8 texts)")
+          f"on cores {forward_cores}; {APIS[args.api]} over {TRANSPORTS[args.transport]}, "
+          "encoded PNG inputs (text models: UTF-8 texts)")
     summary = []
     try:
         for model in models:

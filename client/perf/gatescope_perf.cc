@@ -1,6 +1,6 @@
 // gatescope-perf: load generator for the gatescope.v1 Predict API.
 //
-//   gatescope-perf --server ADDR --model NAME [--api gatescope|kserve]
+//   gatescope-perf --server ADDR --model NAME [--api gatescope|kserve [--streaming]]
 //       [--tls-ca FILE [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]]
 //       [--token-file FILE]
 //       [--concurrency N | --concurrency-range A:B:S] [--request-rate R]
@@ -19,6 +19,11 @@
 // time per request and compute input/infer/output time per inference) comes from KServe
 // ModelStatistics taken before and after the measurement. Every call (load and statistics)
 // carries the bearer token of --token-file, over TLS when --tls-ca is given.
+// --streaming (with --api kserve) sends the same ModelInfer requests over ModelStreamInfer,
+// as Triton's streaming clients do: each sending thread keeps one stream open and has one
+// request on it at a time, so a request costs no call of its own. A reply with
+// error_message counts as UNKNOWN (the stream carries no per-request code); a stream that
+// breaks counts its status once and is opened again for the next request.
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
@@ -51,6 +56,7 @@ using client::JsonString;
 struct Options {
   std::string model;
   bool kserve = false;
+  bool streaming = false;  // with kserve: ModelStreamInfer, one stream per sending thread
   bool text = false;  // inputs are texts (a text model), else encoded images
   int concurrency = 1;
   double request_rate = 0;  // 0: concurrency mode
@@ -110,10 +116,12 @@ class Sender {
         gatescope_(v1::Inference::NewStub(server.channel())),
         kserve_(inference::GRPCInferenceService::NewStub(server.channel())) {}
 
+  ~Sender() { CloseStream(); }
+
   // `input`: an encoded image, or a text when opt.text.
   grpc::Status Send(const std::string& input) {
-    const std::unique_ptr<grpc::ClientContext> ctx = server_.NewContext(opt_.timeout_ms);
     if (!opt_.kserve) {
+      const std::unique_ptr<grpc::ClientContext> ctx = server_.NewContext(opt_.timeout_ms);
       v1::PredictRequest req;
       req.set_model_name(opt_.model);
       if (opt_.text) {
@@ -134,15 +142,48 @@ class Sender {
     std::string raw(reinterpret_cast<const char*>(&len), 4);
     raw += input;
     req.add_raw_input_contents(std::move(raw));
+    if (opt_.streaming) return SendOnStream(req);
+    const std::unique_ptr<grpc::ClientContext> ctx = server_.NewContext(opt_.timeout_ms);
     inference::ModelInferResponse resp;
     return kserve_->ModelInfer(ctx.get(), req, &resp);
   }
 
  private:
+  using Stream = grpc::ClientReaderWriter<inference::ModelInferRequest,
+                                          inference::ModelStreamInferResponse>;
+
+  grpc::Status SendOnStream(const inference::ModelInferRequest& req) {
+    if (stream_ == nullptr) {
+      // A stream lasts the whole measurement: its deadline is the longest that can take.
+      stream_context_ = server_.NewContext(
+          opt_.warmup_ms + opt_.window_ms * (opt_.max_windows + 1) + opt_.timeout_ms);
+      stream_ = kserve_->ModelStreamInfer(stream_context_.get());
+    }
+    inference::ModelStreamInferResponse resp;
+    if (stream_->Write(req) && stream_->Read(&resp)) {
+      if (resp.error_message().empty()) return grpc::Status::OK;
+      return grpc::Status(grpc::StatusCode::UNKNOWN, resp.error_message());
+    }
+    grpc::Status st = CloseStream();
+    return st.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream ended") : st;
+  }
+
+  // Ends the open stream, if any; its final status.
+  grpc::Status CloseStream() {
+    if (stream_ == nullptr) return grpc::Status::OK;
+    stream_->WritesDone();
+    grpc::Status st = stream_->Finish();
+    stream_.reset();
+    stream_context_.reset();
+    return st;
+  }
+
   const Options& opt_;
   const Connection& server_;
   std::unique_ptr<v1::Inference::Stub> gatescope_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
+  std::unique_ptr<grpc::ClientContext> stream_context_;  // of stream_
+  std::unique_ptr<Stream> stream_;  // --streaming: open from the first request on
 };
 
 // Runs one measurement: load at the given concurrency (or rate) until stable.
@@ -267,6 +308,9 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--model", f.opt.model, "model name")->required();
   app.add_option("--api", f.api, "gatescope.v1 Predict, or KServe v2 ModelInfer")
       ->check(CLI::IsMember({"gatescope", "kserve"}));
+  app.add_flag("--streaming", f.opt.streaming,
+               "with --api kserve: send over ModelStreamInfer, one stream per sending thread "
+               "with one request on it at a time");
   CLI::Option* concurrency =
       app.add_option("--concurrency", f.opt.concurrency, "requests in flight (sending threads)")
           ->check(IntegerIn(1, 1024));
@@ -355,6 +399,9 @@ int Main(int argc, char** argv) {
   Flags f;
   AddFlags(app, f);
   if (std::optional<int> exit = client::ParseCommandLine(app, argc, argv)) return *exit;
+  if (f.opt.streaming && f.api != "kserve") {
+    return client::UsageError(app, "--streaming needs --api kserve");
+  }
   const absl::StatusOr<Connection> server = client::OpenConnection(f.connection);
   if (!server.ok()) return client::UsageError(app, std::string(server.status().message()));
   Options& opt = f.opt;

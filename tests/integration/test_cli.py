@@ -45,7 +45,8 @@ def test_perf_help_shows_defaults():
     for text in ["--server TEXT=127.0.0.1:8001", "--api", "=gatescope", "--concurrency",
                  "[1, 1024]=1", "--concurrency-range", "--request-rate", "--warmup-ms",
                  "=2000", "--window-ms", "--stability", "=0.1", "--max-windows", "[3, 1000]=10",
-                 "--timeout-ms", "=30000", "--format", "=json", "--inputs", "=auto", "INPUT"]:
+                 "--timeout-ms", "=30000", "--format", "=json", "--inputs", "=auto", "--streaming",
+                 "INPUT"]:
         assert text in res.stdout, (text, res.stdout)
 
 
@@ -125,6 +126,8 @@ PERF_REJECTED = [
     (["--timeout-ms", "0"], "--timeout-ms"),
     (["--format", "xml"], "--format"),
     (["--concurency", "2"], "--concurency"),
+    (["--streaming"], "--streaming needs --api kserve"),
+    (["--api", "gatescope", "--streaming"], "--streaming needs --api kserve"),
 ]
 
 

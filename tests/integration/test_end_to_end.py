@@ -160,6 +160,21 @@ def test_broken_model_is_unavailable_and_others_serve(tmp_path, pngs):
         assert stop_server(srv) == 0
 
 
+@pytest.mark.parametrize("streaming, code", [(False, "NOT_FOUND"), (True, "UNKNOWN")])
+def test_load_generator_counts_failed_requests_by_code(server, pngs, streaming, code):
+    """A model the server lacks: every unary ModelInfer fails NOT_FOUND; over
+    ModelStreamInfer each reply carries only an error message (as Triton's), counted as
+    UNKNOWN, and the stream goes on. Either way the tool exits 2."""
+    cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", server.address,
+           "--model", "no_such_model", "--api", "kserve", "--inputs", "image",
+           "--concurrency", "2", "--warmup-ms", "100", "--window-ms", "200", "--max-windows", "3",
+           *(["--streaming"] if streaming else []), str(pngs[0][0])]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    row = json_lines(out.stdout)[-1]
+    assert row["ok"] == 0 and list(row["errors"]) == [code] and row["errors"][code] > 10
+
+
 def test_the_client_reaches_the_server_over_its_unix_socket_too(tmp_path, pngs):
     """--grpc_unix_socket: the same answers over the socket as over the port, and the
     socket file gone once the server stops."""
@@ -272,11 +287,11 @@ def test_config_pbtxt_dynamic_batching_forms_batches(tmp_path, pngs):
         assert stop_server(srv) == 0
 
 
-@pytest.mark.parametrize("api", ["gatescope", "kserve"])
+@pytest.mark.parametrize("api", [["gatescope"], ["kserve"], ["kserve", "--streaming"]])
 def test_load_generator_reports_client_and_server_split(server, pngs, api):
     import subprocess
     cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", server.address,
-           "--model", "vit_fmnist", "--api", api, "--concurrency-range", "1:4:3",
+           "--model", "vit_fmnist", "--api", *api, "--concurrency-range", "1:4:3",
            "--warmup-ms", "300", "--window-ms", "400", "--max-windows", "3",
            *[str(p) for p, _ in pngs[:8]]]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
