@@ -1,7 +1,9 @@
 #include "server/preprocess/text_tokenizer.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/preprocess/sentencepiece_spec.h"
@@ -21,6 +23,28 @@ bool IsBuiltInNormalizer(std::string_view name) {
   return false;
 }
 
+// A text of the characters and word shapes a normalizer is most likely to treat
+// differently around a space: ASCII words and punctuation, digits, tabs and line breaks,
+// runs of spaces, precomposed and combining accents, compatibility forms (full-width,
+// ligatures, circled and super/subscript digits, ellipsis, no-break space), CJK, Hangul,
+// Cyrillic, Greek, Arabic, Devanagari, Thai, emoji with modifiers and joiners, zero-width
+// and byte-order marks, and a character no vocabulary is likely to hold.
+constexpr char kProbeText[] =
+    "Dear Ms. O'Brien, re: invoice #4521 (due 2024-03-01) -- $1,299.99 + 7.5% VAT; see "
+    "http://example.com/a?b=c&d=e or mail x.y@z.org!\tTabs\tand\nline\r\nbreaks  two  "
+    "spaces   three... \"quoted\" [brackets] {braces} <angle> a|b ~tilde ^caret `tick` "
+    "r\xC3\xA9sum\xC3\xA9 cafe\xCC\x81 na\xC3\xAFve \xC3\x85ngstr\xC3\xB6m "
+    "\xEF\xBC\xA1\xEF\xBC\xA2\xEF\xBC\xA3 \xEF\xAC\x81le \xE2\x91\xA0 "
+    "x\xC2\xB2 H\xE2\x82\x82O \xE2\x80\xA6 no\xC2\xA0" "break \xE2\x84\xA2 "
+    "\xE4\xB8\xAD\xE6\x96\x87 \xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E "
+    "\xED\x95\x9C\xEA\xB5\xAD\xEC\x96\xB4 \xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 "
+    "\xCE\xB1\xCE\xB2\xCE\xB3 \xD9\x85\xD8\xB1\xD8\xAD\xD8\xA8\xD8\xA7 "
+    "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4\xE0\xA5\x87 "
+    "\xE0\xB8\xAA\xE0\xB8\xA7\xE0\xB8\xB1\xE0\xB8\xAA "
+    "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9 "
+    "zero\xE2\x80\x8B" "width \xEF\xBB\xBF" "bom \xF0\x90\x8D\x88 end. "
+    "The quick brown fox jumps over the lazy dog; THE QUICK BROWN FOX! 0123456789";
+
 bool WordsEncodeAlone(const std::string& model_proto, const SentencePieceModel& model) {
   SentencePieceSpec spec;
   if (!ReadSentencePieceSpec(model_proto, &spec)) return false;
@@ -38,7 +62,8 @@ bool WordsEncodeAlone(const std::string& model_proto, const SentencePieceModel& 
       return false;
     }
   }
-  return true;
+  const WordCutCheck probe = CheckWordCuts(model, kProbeText, ~size_t{0});
+  return probe.error.empty() && probe.checked > 0 && probe.bad == 0;
 }
 
 // The last cut in (after, near], else the first one past `near`, else text.size().
@@ -59,6 +84,38 @@ size_t CutNear(std::string_view text, size_t after, size_t near) {
 // spaces; a space starts one under every built-in normalizer.
 bool IsWordCut(std::string_view text, size_t p) {
   return p >= 1 && p < text.size() && text[p] == ' ' && text[p - 1] > ' ' && text[p - 1] < 0x7f;
+}
+
+WordCutCheck CheckWordCuts(const SentencePieceModel& model, std::string_view text,
+                           size_t most_cuts) {
+  WordCutCheck check;
+  std::vector<TextPiece> whole, start;
+  if (!model.Encode(text, &whole, &check.error)) return check;
+  std::vector<size_t> cuts;
+  for (size_t p = 0; p < text.size(); ++p) {
+    if (IsWordCut(text, p)) cuts.push_back(p);
+  }
+  if (most_cuts == 0) return check;
+  const size_t step = cuts.size() <= most_cuts ? 1 : (cuts.size() + most_cuts - 1) / most_cuts;
+  size_t p_chars = 0, counted_to = 0;  // code points in text[0, counted_to)
+  for (size_t i = 0; i < cuts.size(); i += step) {
+    const size_t p = cuts[i];
+    for (; counted_to < p; ++counted_to) {
+      p_chars += (static_cast<unsigned char>(text[counted_to]) & 0xC0) != 0x80;
+    }
+    if (!model.Encode(text.substr(0, p), &start, &check.error)) return check;
+    bool same = start.size() <= whole.size();
+    for (size_t k = 0; same && k < start.size(); ++k) {
+      same = start[k].id == whole[k].id && start[k].begin == whole[k].begin &&
+             start[k].end == whole[k].end;
+    }
+    if (same && start.size() < whole.size()) {
+      same = whole[start.size()].begin >= static_cast<int32_t>(p_chars);
+    }
+    ++check.checked;
+    if (!same && check.bad++ == 0) check.first_bad = p;
+  }
+  return check;
 }
 
 absl::Status CheckTextConfig(const TextConfig& config) {

@@ -47,14 +47,17 @@ class TextTokenizer {
   int vocab_size() const { return model_->vocab_size(); }
   // The string of piece `id` (a TextPiece's id).
   const std::string& piece(int id) const { return model_->Piece(id); }
+  const SentencePieceModel& model() const { return *model_; }
   int64_t max_text_bytes() const { return max_text_bytes_; }
   int max_tokens() const { return max_tokens_; }
   // Whether the model encodes each space-separated word on its own, so that a text cut
   // before a space gives the whole text's pieces up to the cut: spaces are escaped to the
   // word marker U+2581, which only ever begins a piece (no piece continues across a word's
   // start), and the normalizer is one of SentencePiece's built-in rule sets, without rules
-  // of its own (none joins a character to the space after it). Otherwise every text is
-  // encoded whole.
+  // of its own (none joins a character to the space after it); and every cut of a probe
+  // text of many scripts and symbols keeps the whole text's pieces (CheckWordCuts), which
+  // catches a normalizer that carries a built-in's name but maps differently where the
+  // probe reaches. Otherwise every text is encoded whole.
   bool words_encode_alone() const { return words_encode_alone_; }
 
  private:
@@ -74,9 +77,25 @@ class TextTokenizer {
 
 // Where TextTokenizer cuts a text when words_encode_alone(): before byte `p`, a space
 // (U+0020) that follows an ASCII graphic character. The pieces of text.substr(0, p) are
-// then the whole text's pieces up to p (tests/tools/tokenize_texts --check-cuts checks it
-// on corpora and tokenizers).
+// then the whole text's pieces up to p (CheckWordCuts).
 bool IsWordCut(std::string_view text, size_t p);
+
+// What CheckWordCuts found.
+struct WordCutCheck {
+  size_t checked = 0;    // cuts encoded and compared
+  size_t bad = 0;        // cuts whose start of the text did not give the whole text's pieces
+  size_t first_bad = 0;  // byte offset of the first bad cut (when bad > 0)
+  std::string error;     // SentencePiece's, when it failed (nothing checked)
+};
+
+// Encodes valid UTF-8 `text` whole with `model`, and the text's start before each of up to
+// `most_cuts` places IsWordCut allows (all of them, or that many spread over the text):
+// a cut is good when the start's pieces are the whole text's first ones, with the same ids
+// and offsets, and the whole text has no further piece inside the start. CPU-bound: one
+// encoding of the whole text and one per cut. Used when a tokenizer loads (on a probe
+// text) and by the tests (on corpora).
+WordCutCheck CheckWordCuts(const SentencePieceModel& model, std::string_view text,
+                           size_t most_cuts);
 
 // INVALID_ARGUMENT naming the field unless `config` is complete: tokenizer
 // "sentencepiece", a tokenizer_file, max_tokens >= 1, overflow "truncate" or "refuse",

@@ -221,6 +221,39 @@ def test_a_tokenizer_whose_pieces_cross_words_reads_texts_whole(wordnet, options
     assert checked > 1_000 and bad > checked // 20, (checked, bad)
 
 
+def test_a_normalizer_under_a_built_in_name_that_joins_across_words_reads_texts_whole(
+        wordnet, tmp_path):
+    """A normalizer whose rules join a character to the space after it ("x " becomes "y"),
+    stored under the built-in name nmt_nfkc without its rule table: every setting and piece
+    the server reads passes, so only the probe text's cuts, checked when the tokenizer
+    loads, show that a text's start is not encoded as in the whole text."""
+    import io
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2
+    rules = tmp_path / "rules.tsv"
+    rules.write_text("78 20\t79\n")  # code points: "x " -> "y"
+    out = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(list(wordnet.train_texts[:6000])), model_writer=out,
+        model_type="unigram", vocab_size=1000, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        byte_fallback=True, num_threads=1, minloglevel=2, normalization_rule_tsv=str(rules))
+    proto = model_pb2.ModelProto()
+    proto.ParseFromString(out.getvalue())
+    assert proto.normalizer_spec.name == "user_defined"
+    proto.normalizer_spec.name = "nmt_nfkc"
+    proto.normalizer_spec.ClearField("normalization_rule_tsv")
+    renamed = proto.SerializeToString()
+    tok = Tokenizer.from_bytes(renamed)
+    assert not any("\u2581" in tok.piece(i)[1:] or " " in tok.piece(i)
+                   for i in range(tok.vocab_size))
+    model_file = tmp_path / "renamed.model"
+    model_file.write_bytes(renamed)
+    texts = [t for t in wordnet.test_texts[:400] if t.strip()] + ["a fox jumps over the box"]
+    assert_pieces_equal_pythons(tok, model_file, texts, 4, tmp_path, False)
+    checked, bad, _ = cut_checks(model_file, texts)
+    assert checked > 1_000 and bad > 0, (checked, bad)
+
+
 def as_array(t):
     return np.frombuffer(t.data, dtype="<f4").reshape(tuple(t.shape))
 

@@ -9,12 +9,11 @@
 // or "ERROR <status>" for a text the server refuses.
 //
 // With --check-cuts N (MAX_TOKENS is then ignored), each text's line is instead
-// "CUTS <checked> <bad> [<byte offset of the first bad cut>]": for up to N of the places
-// IsWordCut allows (all of them, or N spread over the text), whether the start of the text
-// before that place is encoded into exactly the whole text's pieces up to it (the same
-// ids and offsets, and no piece of the whole text left inside the start). This is what
-// TextTokenizer relies on when it encodes only a start of a long text; it is checked for
-// any tokenizer, whether or not words_encode_alone() admits it.
+// "CUTS <checked> <bad> [<byte offset of the first bad cut>]" (CheckWordCuts at up to N
+// places per text; "ERROR <message>" if SentencePiece fails): whether the start of the
+// text before each place IsWordCut allows is encoded into exactly the whole text's pieces
+// up to it. This is what TextTokenizer relies on when it encodes only a start of a long
+// text; it is checked for any tokenizer, whether or not words_encode_alone() admits it.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -46,38 +45,13 @@ std::unique_ptr<gatescope::TextTokenizer> Tokenizer(const std::string& model,
   return *std::move(tokenizer);
 }
 
-bool SamePiece(const gatescope::TextPiece& a, const gatescope::TextPiece& b) {
-  return a.id == b.id && a.begin == b.begin && a.end == b.end;
-}
-
-// The "CUTS" line of `text` (see the header comment); `whole` encodes texts whole.
-std::string CheckCuts(const gatescope::TextTokenizer& whole, const std::string& text,
+// The "CUTS" line of `text` (see the header comment).
+std::string CheckCuts(const gatescope::TextTokenizer& tokenizer, const std::string& text,
                       size_t most) {
-  std::vector<size_t> cuts;
-  for (size_t p = 0; p < text.size(); ++p) {
-    if (gatescope::IsWordCut(text, p)) cuts.push_back(p);
-  }
-  auto all = whole.Tokenize(text);
-  if (!all.ok()) return "ERROR " + all.status().ToString();
-  size_t checked = 0, bad = 0, first_bad = 0;
-  const size_t step = cuts.size() <= most ? 1 : (cuts.size() + most - 1) / most;
-  for (size_t i = 0; i < cuts.size(); i += step) {
-    const size_t p = cuts[i];
-    int32_t chars = 0;  // code points before p
-    for (size_t b = 0; b < p; ++b) chars += (static_cast<unsigned char>(text[b]) & 0xC0) != 0x80;
-    auto start = whole.Tokenize(std::string_view(text).substr(0, p));
-    bool same = start.ok() && start->pieces.size() <= all->pieces.size();
-    for (size_t k = 0; same && k < start->pieces.size(); ++k) {
-      same = SamePiece(start->pieces[k], all->pieces[k]);
-    }
-    if (same && start->pieces.size() < all->pieces.size()) {
-      same = all->pieces[start->pieces.size()].begin >= chars;
-    }
-    ++checked;
-    if (!same && bad++ == 0) first_bad = p;
-  }
-  std::string line = "CUTS " + std::to_string(checked) + " " + std::to_string(bad);
-  if (bad > 0) line += " " + std::to_string(first_bad);
+  const gatescope::WordCutCheck check = gatescope::CheckWordCuts(tokenizer.model(), text, most);
+  if (!check.error.empty()) return "ERROR " + check.error;
+  std::string line = "CUTS " + std::to_string(check.checked) + " " + std::to_string(check.bad);
+  if (check.bad > 0) line += " " + std::to_string(check.first_bad);
   return line;
 }
 
