@@ -101,8 +101,8 @@ def main():
                     n += 1
                     srv = serve(tmp / f"s{n}", repo, str(flag).lower(), extra, args.server_cores)
                     try:
-                        row[name] = run_perf(srv.address, args.model, args.client_cores, conc, inputs,
-                                             args.window_ms)
+                        row[name] = run_perf(srv.address, args.model, args.client_cores, conc,
+                                             inputs, args.window_ms)
                     finally:
                         stop_server(srv)
                 n += 1

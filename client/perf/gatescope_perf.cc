@@ -23,7 +23,8 @@
 // as Triton's streaming clients do: each sending thread keeps one stream open and has one
 // request on it at a time, so a request costs no call of its own. A reply with
 // error_message counts as UNKNOWN (the stream carries no per-request code); a stream that
-// breaks counts its status once and is opened again for the next request.
+// breaks counts its status once and is opened again for the next request. A request on a
+// stream has no deadline of its own: the stream's covers the whole measurement.
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
@@ -343,7 +344,10 @@ void AddFlags(CLI::App& app, Flags& f) {
       {"--warmup-ms", &f.opt.warmup_ms, "load before measuring (ms)", 0, 600000},
       {"--window-ms", &f.opt.window_ms, "length of a measurement window (ms)", 1, 600000},
       {"--max-windows", &f.opt.max_windows, "windows before reporting unstable", 3, 1000},
-      {"--timeout-ms", &f.opt.timeout_ms, "deadline of each request (ms)", 1, 3600000},
+      {"--timeout-ms", &f.opt.timeout_ms,
+       "deadline of each request (ms); with --streaming, of each stream: the warm-up and "
+       "every window, plus this",
+       1, 3600000},
   };
   for (const auto& flag : kIntegers) {
     app.add_option(flag.name, *flag.value, flag.help)->check(IntegerIn(flag.lo, flag.hi));

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/app/torch_threads.h"
+#include "server/app/unix_socket_path.h"
 #include "server/batching/dynamic_batcher.h"
 #include "server/batching/preparation_pool.h"
 #include "server/batching/preparing_scheduler.h"
@@ -192,6 +193,7 @@ absl::Status StartGrpc(Server::State& s, const Clock* clock,
   const std::string unix_address = "unix:" + s.options.grpc_unix_socket;
   int unix_socket_bound = 0;  // gRPC sets it non-zero once the socket is bound
   if (unix_socket) {
+    GS_RETURN_IF_ERROR(CheckUnixSocketPathFree(s.options.grpc_unix_socket));
     builder.AddListeningPort(unix_address, credentials, &unix_socket_bound);
   }
   for (const auto& [name, value] : GrpcServerArguments(s.options)) {

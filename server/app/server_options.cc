@@ -71,12 +71,13 @@ absl::Status ValidateServerOptions(const ServerOptions& o) {
   if (o.grpc_port < 0 || o.grpc_port > 65535) {
     return OutOfRange("grpc_port", absl::StrCat(o.grpc_port), "0..65535");
   }
-  // sockaddr_un's sun_path holds 108 bytes, the terminating NUL included.
+  // sockaddr_un's sun_path holds 108 bytes, the terminating NUL included. Clients name the
+  // socket as a URI (unix:PATH), where '%', '?' and '#' would be decoded or cut off.
   if (o.grpc_unix_socket.size() > 107 ||
-      o.grpc_unix_socket.find('\0') != std::string::npos) {
+      o.grpc_unix_socket.find_first_of(std::string("%?#\0", 4)) != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         "grpc_unix_socket = '", absl::CHexEscape(o.grpc_unix_socket),
-        "' is not a usable Unix socket path (at most 107 bytes, no NUL)"));
+        "' is not a usable Unix socket path (at most 107 bytes, none of NUL, %, ?, #)"));
   }
   if (o.metrics_port < -1 || o.metrics_port > 65535) {
     return OutOfRange("metrics_port", absl::StrCat(o.metrics_port), "-1..65535");

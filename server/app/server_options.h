@@ -64,9 +64,11 @@ struct ServerOptions {
   int grpc_port = 8001;     // 0 picks a free port
   // If set, gRPC also listens on this Unix domain socket (gRPC address "unix:<path>"): the
   // same services, credentials, tokens and limits as the port. For a client on the same
-  // machine (a sidecar, a pod's other container): no TCP stack per message. gRPC replaces
-  // a stale socket at the path when it starts and removes it at shutdown; who may connect
-  // is decided by the file's permissions (the process's umask) and its directory's.
+  // machine (a sidecar, a pod's other container): no TCP stack per message. A socket left
+  // at the path by a process that is gone is replaced; one a process still listens on, or
+  // any other file, stops the start (CheckUnixSocketPathFree). gRPC removes the socket at
+  // shutdown. Who may connect is decided by the file's permissions (the process's umask)
+  // and its directory's.
   std::string grpc_unix_socket;
   int metrics_port = 8002;  // 0 picks a free port; -1 disables /metrics
   int http_port = 8000;     // KServe v2 REST; 0 picks a free port; -1 disables it
@@ -102,9 +104,10 @@ struct ServerOptions {
 };
 
 // INVALID_ARGUMENT naming the first option out of range (host per ValidateHost; ports
-// 0..65535, metrics -1 too; a Unix socket path of at most 107 bytes, without NUL; threads >= 0; batch size 1..4096; queue size >= 1; delay and
-// timeouts >= 0; instances 1..64; http port -1..65535; poll interval > 0; explain cap > 0;
-// message size 1 KiB..1 GiB; the gRPC limits per ValidateGrpcLimits).
+// 0..65535, metrics -1 too; a Unix socket path of at most 107 bytes, without NUL, %, ? or
+// #; threads >= 0; batch size 1..4096; queue size >= 1; delay and timeouts >= 0; instances
+// 1..64; http port -1..65535; poll interval > 0; explain cap > 0; message size 1 KiB..1 GiB;
+// the gRPC limits per ValidateGrpcLimits).
 absl::Status ValidateServerOptions(const ServerOptions& options);
 
 // OK for "localhost", an IPv4 literal or an IPv6 literal (no brackets, no zone);

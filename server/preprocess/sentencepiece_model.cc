@@ -75,8 +75,10 @@ ShimApi LoadShim() {
 }
 
 const ShimApi& Shim() {
-  static const ShimApi api = LoadShim();  // thread-safe once
-  return api;
+  // Thread-safe once, and never destroyed: a thread still running at exit (a gRPC thread
+  // is not always joined) may free its scratch after static destructors have run.
+  static const ShimApi* const api = new ShimApi(LoadShim());
+  return *api;
 }
 
 // This thread's scratch message in the shim (gs_spm_scratch_new), freed when the thread

@@ -45,13 +45,18 @@ constexpr char kProbeText[] =
     "zero\xE2\x80\x8B" "width \xEF\xBB\xBF" "bom \xF0\x90\x8D\x88 end. "
     "The quick brown fox jumps over the lazy dog; THE QUICK BROWN FOX! 0123456789";
 
-bool WordsEncodeAlone(const std::string& model_proto, const SentencePieceModel& model) {
+// Why `model` cannot be trusted to encode each word on its own; empty when it can
+// (TextTokenizer::words_encode_alone).
+std::string WhyWordsDoNotEncodeAlone(const std::string& model_proto,
+                                     const SentencePieceModel& model) {
   SentencePieceSpec spec;
-  if (!ReadSentencePieceSpec(model_proto, &spec)) return false;
-  if (!IsBuiltInNormalizer(spec.normalizer_name) || spec.has_normalization_rules ||
-      !spec.escape_whitespaces || spec.treat_whitespace_as_suffix) {
-    return false;
+  if (!ReadSentencePieceSpec(model_proto, &spec)) return "its settings cannot be read";
+  if (!IsBuiltInNormalizer(spec.normalizer_name) || spec.has_normalization_rules) {
+    return absl::StrCat("its normalizer (\"", spec.normalizer_name,
+                        "\") is not a built-in one without rules of its own");
   }
+  if (!spec.escape_whitespaces) return "it does not escape spaces to the word marker";
+  if (spec.treat_whitespace_as_suffix) return "its word markers end pieces";
   // A word starts at a space (escaped to the marker U+2581), so no piece may hold the
   // marker past its start or a space anywhere.
   constexpr std::string_view kWordMarker = "\xE2\x96\x81";
@@ -59,11 +64,17 @@ bool WordsEncodeAlone(const std::string& model_proto, const SentencePieceModel& 
     const std::string& piece = model.Piece(id);
     if (piece.find(kWordMarker, 1) != std::string::npos ||
         piece.find(' ') != std::string::npos) {
-      return false;
+      return absl::StrCat("its piece ", id, " runs across a word's start");
     }
   }
   const WordCutCheck probe = CheckWordCuts(model, kProbeText, ~size_t{0});
-  return probe.error.empty() && probe.checked > 0 && probe.bad == 0;
+  if (!probe.error.empty()) return "it cannot encode the probe text: " + probe.error;
+  if (probe.bad > 0) {
+    return absl::StrCat("the probe text cut at byte ", probe.first_bad,
+                        " is not encoded as in the whole text (", probe.bad, " of ",
+                        probe.checked, " cuts)");
+  }
+  return "";
 }
 
 // The last cut in (after, near], else the first one past `near`, else text.size().
@@ -142,9 +153,10 @@ absl::Status CheckTextConfig(const TextConfig& config) {
 }
 
 TextTokenizer::TextTokenizer(std::unique_ptr<SentencePieceModel> model, const TextConfig& config,
-                             bool words_encode_alone)
+                             std::string why_encoded_whole)
     : model_(std::move(model)),
-      words_encode_alone_(words_encode_alone),
+      words_encode_alone_(why_encoded_whole.empty()),
+      why_encoded_whole_(std::move(why_encoded_whole)),
       max_tokens_(config.max_tokens()),
       truncate_(config.overflow() == "truncate"),
       max_text_bytes_(config.max_text_bytes() > 0 ? config.max_text_bytes()
@@ -164,8 +176,9 @@ absl::StatusOr<std::unique_ptr<TextTokenizer>> TextTokenizer::Create(
         "model config: text.pad_id is ", config.pad_id(), " but the tokenizer's padding id is ",
         model->pad_id()));
   }
-  const bool alone = WordsEncodeAlone(model_proto, *model);
-  return std::unique_ptr<TextTokenizer>(new TextTokenizer(std::move(model), config, alone));
+  std::string why_whole = WhyWordsDoNotEncodeAlone(model_proto, *model);
+  return std::unique_ptr<TextTokenizer>(
+      new TextTokenizer(std::move(model), config, std::move(why_whole)));
 }
 
 absl::Status TextTokenizer::CheckText(std::string_view text) const {

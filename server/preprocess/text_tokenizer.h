@@ -59,10 +59,12 @@ class TextTokenizer {
   // catches a normalizer that carries a built-in's name but maps differently where the
   // probe reaches. Otherwise every text is encoded whole.
   bool words_encode_alone() const { return words_encode_alone_; }
+  // Why not, when !words_encode_alone() (which check failed); empty otherwise.
+  const std::string& why_encoded_whole() const { return why_encoded_whole_; }
 
  private:
   TextTokenizer(std::unique_ptr<SentencePieceModel> model, const TextConfig& config,
-                bool words_encode_alone);
+                std::string why_encoded_whole);
 
   // Sets out->pieces to those of a start of `text` that reach past max_tokens, else of the
   // whole text, and out->encoded_bytes to that start's length.
@@ -70,6 +72,7 @@ class TextTokenizer {
 
   std::unique_ptr<SentencePieceModel> model_;
   bool words_encode_alone_;
+  std::string why_encoded_whole_;
   int max_tokens_;
   bool truncate_;
   int64_t max_text_bytes_;

@@ -293,10 +293,10 @@ absl::StatusOr<std::unique_ptr<Task>> Create(const ModelConfig& config, const Ta
   auto tokenizer = TextTokenizer::Create(*model, config.text());
   if (!tokenizer.ok()) return tokenizer.status();
   if (!(*tokenizer)->words_encode_alone()) {
-    GS_LOG(WARNING) << "text.tokenizer_file " << config.text().tokenizer_file()
-                    << ": its pieces may run across words (or its normalizer is not a built-in "
-                       "one), so every text is tokenized whole, however little of it the "
-                       "model reads";
+    GS_LOG(WARNING) << "text.tokenizer_file " << config.text().tokenizer_file() << ": "
+                    << (*tokenizer)->why_encoded_whole()
+                    << ", so every text is tokenized whole, however little of it the model "
+                       "reads";
   }
   return std::unique_ptr<Task>(std::make_unique<TextClassificationTask>(
       config, options, std::shared_ptr<const TextTokenizer>(*std::move(tokenizer))));

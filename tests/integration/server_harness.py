@@ -1,10 +1,12 @@
 """Runs the real gatescope-server (built in ./build) on free ports, and its client."""
+import contextlib
 import importlib
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -52,6 +54,17 @@ def import_api_modules(out_dir):
     return tuple(importlib.import_module(m) for m in (
         "inference.grpc_service_pb2", "inference.grpc_service_pb2_grpc",
         "gatescope.v1.inference_pb2", "gatescope.v1.inference_pb2_grpc"))
+
+
+@contextlib.contextmanager
+def unix_socket_path():
+    """A path for --grpc_unix_socket in a new directory under /tmp, short whatever the
+    test's temporary directory (a socket path holds at most 107 bytes); removed after."""
+    directory = tempfile.mkdtemp(prefix="gs_sock_", dir="/tmp")
+    try:
+        yield pathlib.Path(directory) / "grpc.sock"
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def start_server(tmp_path, repo_dir, extra=(), env=None, wrap=()):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from server_harness import BUILD, REPO, start_server, stop_server
+from server_harness import BUILD, REPO, start_server, stop_server, unix_socket_path
 from gatescope import ops
 from gatescope.data import fashion_mnist
 from gatescope.data.fashion_mnist import write_pngs
@@ -183,23 +183,23 @@ def test_the_client_reaches_the_server_over_its_unix_socket_too(tmp_path, pngs):
     model.mkdir(parents=True)
     (model / "model.pt").write_bytes(
         (REPO / "model_repository" / "dgvit_fmnist" / "1" / "model.pt").read_bytes())
-    socket = tmp_path / "grpc.sock"
-    srv = start_server(tmp_path, repo, extra=[f"--grpc_unix_socket={socket}"])
     files = [str(p) for p, _ in pngs[:4]]
-    try:
-        assert socket.is_socket()
-        over_tcp = json_lines(srv.client("predict", "--model", "dgvit_fmnist", "--top-k", "3",
-                                         *files, check=True).stdout)
-        client = str(BUILD / "client" / "gatescope-client")
-        res = subprocess.run([client, "predict", "--server", f"unix:{socket}", "--model",
-                              "dgvit_fmnist", "--top-k", "3", *files],
-                             capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stderr
-        assert json_lines(res.stdout) == over_tcp
-        assert len(over_tcp) == 4 and all("label" in line for line in over_tcp)
-    finally:
-        assert stop_server(srv) == 0
-    assert not socket.exists()
+    with unix_socket_path() as socket:
+        srv = start_server(tmp_path, repo, extra=[f"--grpc_unix_socket={socket}"])
+        try:
+            assert socket.is_socket()
+            over_tcp = json_lines(srv.client("predict", "--model", "dgvit_fmnist", "--top-k",
+                                             "3", *files, check=True).stdout)
+            client = str(BUILD / "client" / "gatescope-client")
+            res = subprocess.run([client, "predict", "--server", f"unix:{socket}", "--model",
+                                  "dgvit_fmnist", "--top-k", "3", *files],
+                                 capture_output=True, text=True, timeout=120)
+            assert res.returncode == 0, res.stderr
+            assert json_lines(res.stdout) == over_tcp
+            assert len(over_tcp) == 4 and all("label" in line for line in over_tcp)
+        finally:
+            assert stop_server(srv) == 0
+        assert not socket.exists()
 
 
 def test_concurrent_clients_get_their_own_answers(server, pngs):

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from gatescope.data.png import encode_gray_png
-from server_harness import BUILD, REPO, import_api_modules, start_server, stop_server
+from server_harness import (BUILD, REPO, import_api_modules, start_server, stop_server,
+                            unix_socket_path)
 
 MODEL = "dgvit_fmnist"
 USER = "user-token-4f1c2b9a7d"
@@ -208,29 +209,29 @@ def test_grpc_health_needs_a_token_unless_health_is_exempt(server, tmp_path, pki
     assert json.loads(open_probe.stdout.splitlines()[0])["status"] == "SERVING"
     repo = tmp_path / "repo"
     shutil.copytree(REPO / "model_repository" / MODEL, repo / MODEL)
-    unix_socket = tmp_path / "grpc.sock"
-    srv = start_server(tmp_path, repo, [f"--auth_tokens_file={pki / 'tokens'}",
-                                        "--auth_exempt=", f"--grpc_unix_socket={unix_socket}"])
-    try:
-        token = tmp_path / "token"
-        token.write_text(USER)
-        # The Unix socket (--grpc_unix_socket) checks tokens as the port does.
-        client = str(BUILD / "client" / "gatescope-client")
+    with unix_socket_path() as unix_socket:
+        srv = start_server(tmp_path, repo, [f"--auth_tokens_file={pki / 'tokens'}",
+                                            "--auth_exempt=", f"--grpc_unix_socket={unix_socket}"])
+        try:
+            token = tmp_path / "token"
+            token.write_text(USER)
+            # The Unix socket (--grpc_unix_socket) checks tokens as the port does.
+            client = str(BUILD / "client" / "gatescope-client")
 
-        def health(address, *args):
-            return subprocess.run([client, "health", "--server", address, *args],
-                                  capture_output=True, text=True, timeout=60)
+            def health(address, *args):
+                return subprocess.run([client, "health", "--server", address, *args],
+                                      capture_output=True, text=True, timeout=60)
 
-        for address in (srv.address, f"unix:{unix_socket}"):
-            refused = health(address)
-            assert refused.returncode != 0, address
-            assert "UNAUTHENTICATED" in refused.stdout + refused.stderr, address
-            for service in ("", MODEL):
-                ok = health(address, "--service", service, "--token-file", str(token))
-                assert ok.returncode == 0, ok.stdout + ok.stderr
-                assert json.loads(ok.stdout.splitlines()[0])["status"] == "SERVING"
-    finally:
-        assert stop_server(srv) == 0, srv.log()
+            for address in (srv.address, f"unix:{unix_socket}"):
+                refused = health(address)
+                assert refused.returncode != 0, address
+                assert "UNAUTHENTICATED" in refused.stdout + refused.stderr, address
+                for service in ("", MODEL):
+                    ok = health(address, "--service", service, "--token-file", str(token))
+                    assert ok.returncode == 0, ok.stdout + ok.stderr
+                    assert json.loads(ok.stdout.splitlines()[0])["status"] == "SERVING"
+        finally:
+            assert stop_server(srv) == 0, srv.log()
 
 
 def test_unusable_tls_files_stop_the_server(tmp_path, pki):

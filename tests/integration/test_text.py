@@ -216,22 +216,24 @@ def test_a_tokenizer_whose_pieces_cross_words_reads_texts_whole(wordnet, options
         "the model must have pieces that cross a word's start"
     texts = [t for t in wordnet.test_texts[:400] if t.strip()]
     assert_pieces_equal_pythons(tok, model_file, texts, 6, tmp_path, False)
+    why = subprocess.run([str(TOKENIZE), str(model_file), "6"], input=b"",
+                         capture_output=True, check=True).stderr.decode()
+    assert why.startswith("its word markers end pieces" if "treat_whitespace_as_suffix" in options
+                          else "its piece "), why
     # Why they must: cut where the rule would, their texts' starts differ from the whole.
     checked, bad, _ = cut_checks(model_file, texts)
     assert checked > 1_000 and bad > checked // 20, (checked, bad)
 
 
-def test_a_normalizer_under_a_built_in_name_that_joins_across_words_reads_texts_whole(
-        wordnet, tmp_path):
-    """A normalizer whose rules join a character to the space after it ("x " becomes "y"),
-    stored under the built-in name nmt_nfkc without its rule table: every setting and piece
-    the server reads passes, so only the probe text's cuts, checked when the tokenizer
-    loads, show that a text's start is not encoded as in the whole text."""
+def renamed_rule_tokenizer(wordnet, tmp_path, rule):
+    """A tokenizer trained with the normalization rule `rule` (code points, "src\ttarget"),
+    then stored under the built-in name nmt_nfkc without its rule table, so that every
+    setting and piece the server reads passes: its Python Tokenizer and model file."""
     import io
     import sentencepiece as spm
     from sentencepiece import sentencepiece_model_pb2 as model_pb2
     rules = tmp_path / "rules.tsv"
-    rules.write_text("78 20\t79\n")  # code points: "x " -> "y"
+    rules.write_text(rule + "\n")
     out = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(list(wordnet.train_texts[:6000])), model_writer=out,
@@ -248,10 +250,28 @@ def test_a_normalizer_under_a_built_in_name_that_joins_across_words_reads_texts_
                    for i in range(tok.vocab_size))
     model_file = tmp_path / "renamed.model"
     model_file.write_bytes(renamed)
+    return tok, model_file
+
+
+def test_a_normalizer_under_a_built_in_name_that_joins_across_words_reads_texts_whole(
+        wordnet, tmp_path):
+    """A normalizer that joins a character to the space after it ("x " becomes "y") under
+    a built-in's name passes every setting and piece the server reads; the probe text,
+    whose word breaks are checked when the tokenizer loads, holds "x ", so the server reads
+    every text whole (and says why). The same joining for "q ", which the probe does not
+    hold, goes unseen: the probe reaches only the characters it has."""
+    tok, model_file = renamed_rule_tokenizer(wordnet, tmp_path, "78 20\t79")  # "x " -> "y"
     texts = [t for t in wordnet.test_texts[:400] if t.strip()] + ["a fox jumps over the box"]
     assert_pieces_equal_pythons(tok, model_file, texts, 4, tmp_path, False)
+    why = subprocess.run([str(TOKENIZE), str(model_file), "4"], input=b"",
+                         capture_output=True, check=True).stderr.decode()
+    assert why.startswith("the probe text cut at byte "), why
     checked, bad, _ = cut_checks(model_file, texts)
     assert checked > 1_000 and bad > 0, (checked, bad)
+    _, unseen = renamed_rule_tokenizer(wordnet, tmp_path, "71 20\t79")  # "q " -> "y"
+    head = subprocess.run([str(TOKENIZE), str(unseen), "4"], input=b"",
+                          capture_output=True, check=True).stdout.decode()
+    assert head.strip() == "words_encode_alone 1"
 
 
 def as_array(t):

@@ -4,13 +4,15 @@
 //
 // Usage: tokenize_texts TOKENIZER_MODEL MAX_TOKENS [--check-cuts N] < texts
 // stdin: texts, each as a little-endian uint32 byte length and its bytes. stdout:
-// "words_encode_alone 0|1" (TextTokenizer::words_encode_alone), then one line per text,
+// "words_encode_alone 0|1" (TextTokenizer::words_encode_alone; when 0, why on stderr), then
+// one line per text,
 // "<pieces read> <truncated 0|1> <bytes encoded> id:begin:end ..." (code point offsets),
 // or "ERROR <status>" for a text the server refuses.
 //
 // With --check-cuts N (MAX_TOKENS is then ignored), each text's line is instead
 // "CUTS <checked> <bad> [<byte offset of the first bad cut>]" (CheckWordCuts at up to N
-// places per text; "ERROR <message>" if SentencePiece fails): whether the start of the
+// places per text; "ERROR <message>" for a text the server refuses or SentencePiece
+// fails on): whether the start of the
 // text before each place IsWordCut allows is encoded into exactly the whole text's pieces
 // up to it. This is what TextTokenizer relies on when it encodes only a start of a long
 // text; it is checked for any tokenizer, whether or not words_encode_alone() admits it.
@@ -71,6 +73,7 @@ int main(int argc, char** argv) {
   const size_t most = check_cuts ? std::stoul(argv[4]) : 0;
   std::ios::sync_with_stdio(false);
   std::cout << "words_encode_alone " << (tokenizer->words_encode_alone() ? 1 : 0) << "\n";
+  if (!tokenizer->words_encode_alone()) std::cerr << tokenizer->why_encoded_whole() << "\n";
   unsigned char header[4];
   while (std::fread(header, 1, 4, stdin) == 4) {
     const uint32_t size = header[0] | (header[1] << 8) | (header[2] << 16) |
@@ -78,7 +81,9 @@ int main(int argc, char** argv) {
     std::string text(size, '\0');
     if (size > 0 && std::fread(text.data(), 1, size, stdin) != size) return 1;
     if (check_cuts) {
-      std::cout << CheckCuts(*tokenizer, text, most) << "\n";
+      const absl::Status valid = tokenizer->CheckText(text);
+      std::cout << (valid.ok() ? CheckCuts(*tokenizer, text, most) : "ERROR " + valid.ToString())
+                << "\n";
       continue;
     }
     auto tokens = tokenizer->Tokenize(text);

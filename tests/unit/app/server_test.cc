@@ -251,7 +251,9 @@ TEST(ServerOptionsTest, LimitsAndHostsOutOfRangeAreRefusedByName) {
        "forward_idle_poll = -1us is out of range (0..1s)"},
       {[](O& o) { o.forward_idle_poll = absl::Seconds(2); }, "forward_idle_poll = 2s"},
       {[](O& o) { o.grpc_unix_socket = "/" + std::string(107, 's'); },
-       "is not a usable Unix socket path (at most 107 bytes, no NUL)"},
+       "is not a usable Unix socket path (at most 107 bytes, none of NUL, %, ?, #)"},
+      {[](O& o) { o.grpc_unix_socket = "/tmp/a%20b"; }, "grpc_unix_socket = '/tmp/a%20b'"},
+      {[](O& o) { o.grpc_unix_socket = "/tmp/a?b"; }, "grpc_unix_socket = '/tmp/a?b'"},
       {[](O& o) { o.grpc_unix_socket = std::string("/tmp/a\0b", 8); },
        "grpc_unix_socket = '/tmp/a\\x00"},
   };
@@ -607,12 +609,44 @@ TEST_F(ServerTest, AUnixSocketPathHeldByAnotherFileIsRefusedAndTheFileKept) {
   options.grpc_unix_socket = taken.string();
   auto server = Server::Start(options, {&loader_, nullptr});
   ASSERT_EQ(server.status().code(), absl::StatusCode::kUnavailable) << server.status();
-  EXPECT_NE(server.status().message().find("unix:" + taken.string()), absl::string_view::npos)
-      << server.status();
+  EXPECT_EQ(server.status().message(),
+            "cannot listen on unix:" + taken.string() +
+                ": the path is taken by a file that is not a socket");
   std::ifstream kept(taken);
   std::string content;
   kept >> content;
   EXPECT_EQ(content, "data");
+
+  options.grpc_unix_socket = (root_ / "no_such_dir" / "grpc.sock").string();
+  server = Server::Start(options, {&loader_, nullptr});
+  ASSERT_EQ(server.status().code(), absl::StatusCode::kUnavailable) << server.status();
+  EXPECT_NE(server.status().message().find("does not exist"), absl::string_view::npos)
+      << server.status();
+}
+
+// A socket a running server listens on is not taken over by a second one: the second
+// refuses to start, and the first still answers over it, also after the refusal.
+TEST_F(ServerTest, ASocketAnotherServerListensOnIsRefusedAndKeepsServing) {
+  ServerOptions options = Options();
+  const fs::path socket_path = root_ / "grpc.sock";
+  options.grpc_unix_socket = socket_path.string();
+  auto first = Server::Start(options, {&loader_, nullptr});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = Server::Start(options, {&loader_, nullptr});
+  ASSERT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_EQ(second.status().message(), "cannot listen on unix:" + socket_path.string() +
+                                           ": a server is already listening there");
+  auto channel = grpc::CreateChannel("unix:" + socket_path.string(),
+                                     grpc::InsecureChannelCredentials());
+  v1::PredictResponse response;
+  const grpc::Status st = WithDeadline([&](auto* c) {
+    return v1::Inference::NewStub(channel)->Predict(c, SmallPredict(), &response);
+  });
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(response.classes(0).label(), "c");
+  EXPECT_TRUE(IsSocket(socket_path));
+  (*first)->Shutdown();
+  (*first)->Wait();
 }
 
 }  // namespace
