@@ -95,20 +95,31 @@ TEST(TextTokenizerTest, AppliesTheModelsLengthPolicy) {
   EXPECT_NE(refused.status().message().find("max_tokens"), std::string::npos);
 }
 
+// `count` words of many kinds (scripts, accents, emoji, punctuation, tabs, runs of spaces
+// and line breaks) followed by `more`, in a scrambled order, each followed by a space or
+// (every eleventh) a line break.
+std::string TextOfWords(const std::vector<std::string>& more, int count) {
+  std::vector<std::string> words = {
+      "the", "r\xC3\xA9sum\xC3\xA9", "fox,", "\xE4\xB8\xAD\xE6\x96\x87", "jumps\tover",
+      "\xF0\x9F\x91\x8D", "don't", "CAF\xC3\x89", "x=1;y=2", "co-operate.", "\xEF\xBC\xA1",
+      "\xE2\x91\xB4", "\n\n", "a\xCC\x81", "  ", "NAME:", "(42)"};
+  words.insert(words.end(), more.begin(), more.end());
+  std::string text;
+  for (int i = 0; i < count; ++i) {
+    text += words[(i * 7 + i / 5) % words.size()];
+    text += (i % 11 == 0) ? "\n" : " ";
+  }
+  return text;
+}
+
 // Texts of many words, cut into pieces by a tokenizer that reads every piece and by ones
 // that stop after a few: the latter encode only a start of the text, and their pieces
 // must be the whole text's first ones, with the same ids and offsets.
 TEST(TextTokenizerTest, ALongTextsFirstPiecesAreTheWholeTextsOwn) {
-  const std::vector<std::string> words = {
-      "the", "r\xC3\xA9sum\xC3\xA9", "fox,", "\xE4\xB8\xAD\xE6\x96\x87", "jumps\tover",
-      "\xF0\x9F\x91\x8D", "don't", "CAF\xC3\x89", "x=1;y=2", "co-operate.", "\xEF\xBC\xA1",
-      "\xE2\x91\xB4", "\n\n", "a\xCC\x81", "  ", "NAME:", "(42)", "photosynthesising",
-      "internationalisation", "uncharacteristically", "counterrevolutionaries"};
-  std::string text;
-  for (int i = 0; i < 600; ++i) {
-    text += words[(i * 7 + i / 5) % words.size()];
-    text += (i % 11 == 0) ? "\n" : " ";
-  }
+  const std::string text = TextOfWords(
+      {"photosynthesising", "internationalisation", "uncharacteristically",
+       "counterrevolutionaries"},
+      600);
   auto all = TextTokenizer::Create(TinyModel(), Config(1 << 20, "truncate")).value();
   ASSERT_TRUE(all->words_encode_alone());
   auto whole = all->Tokenize(text);
@@ -156,15 +167,7 @@ TEST(TextTokenizerTest, ALongTextsFirstPiecesAreTheWholeTextsOwn) {
 // text's start encodes into exactly the whole text's pieces up to there, and no piece of
 // the whole text lies inside the start.
 TEST(TextTokenizerTest, EveryCutTheRuleAllowsKeepsTheWholeTextsPieces) {
-  const std::vector<std::string> words = {
-      "the", "r\xC3\xA9sum\xC3\xA9", "fox,", "\xE4\xB8\xAD\xE6\x96\x87", "jumps\tover",
-      "\xF0\x9F\x91\x8D", "don't", "CAF\xC3\x89", "x=1;y=2", "co-operate.", "\xEF\xBC\xA1",
-      "\xE2\x91\xB4", "\n\n", "a\xCC\x81", "  ", "NAME:", "(42)", "\xC2\xA0", "~", "\x7F"};
-  std::string text;
-  for (int i = 0; i < 300; ++i) {
-    text += words[(i * 7 + i / 5) % words.size()];
-    text += (i % 11 == 0) ? "\n" : " ";
-  }
+  const std::string text = TextOfWords({"\xC2\xA0", "~", "\x7F"}, 300);
   auto all = TextTokenizer::Create(TinyModel(), Config(1 << 20, "truncate")).value();
   ASSERT_TRUE(all->words_encode_alone());
   auto whole = all->Tokenize(text);
