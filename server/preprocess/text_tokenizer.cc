@@ -100,13 +100,13 @@ bool IsWordCut(std::string_view text, size_t p) {
 WordCutCheck CheckWordCuts(const SentencePieceModel& model, std::string_view text,
                            size_t most_cuts) {
   WordCutCheck check;
+  if (most_cuts == 0) return check;
   std::vector<TextPiece> whole, start;
   if (!model.Encode(text, &whole, &check.error)) return check;
   std::vector<size_t> cuts;
   for (size_t p = 0; p < text.size(); ++p) {
     if (IsWordCut(text, p)) cuts.push_back(p);
   }
-  if (most_cuts == 0) return check;
   const size_t step = cuts.size() <= most_cuts ? 1 : (cuts.size() + most_cuts - 1) / most_cuts;
   size_t p_chars = 0, counted_to = 0;  // code points in text[0, counted_to)
   for (size_t i = 0; i < cuts.size(); i += step) {
@@ -155,7 +155,6 @@ absl::Status CheckTextConfig(const TextConfig& config) {
 TextTokenizer::TextTokenizer(std::unique_ptr<SentencePieceModel> model, const TextConfig& config,
                              std::string why_encoded_whole)
     : model_(std::move(model)),
-      words_encode_alone_(why_encoded_whole.empty()),
       why_encoded_whole_(std::move(why_encoded_whole)),
       max_tokens_(config.max_tokens()),
       truncate_(config.overflow() == "truncate"),
@@ -197,7 +196,7 @@ absl::Status TextTokenizer::CheckText(std::string_view text) const {
 
 bool TextTokenizer::EncodeLeadingPieces(std::string_view text, TokenizedText* out,
                                         std::string* error) const {
-  if (!words_encode_alone_) {
+  if (!words_encode_alone()) {
     out->encoded_bytes = text.size();
     return model_->Encode(text, &out->pieces, error);
   }

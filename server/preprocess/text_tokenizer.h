@@ -58,7 +58,7 @@ class TextTokenizer {
   // text of many scripts and symbols keeps the whole text's pieces (CheckWordCuts), which
   // catches a normalizer that carries a built-in's name but maps differently where the
   // probe reaches. Otherwise every text is encoded whole.
-  bool words_encode_alone() const { return words_encode_alone_; }
+  bool words_encode_alone() const { return why_encoded_whole_.empty(); }
   // Why not, when !words_encode_alone() (which check failed); empty otherwise.
   const std::string& why_encoded_whole() const { return why_encoded_whole_; }
 
@@ -71,8 +71,7 @@ class TextTokenizer {
   bool EncodeLeadingPieces(std::string_view text, TokenizedText* out, std::string* error) const;
 
   std::unique_ptr<SentencePieceModel> model_;
-  bool words_encode_alone_;
-  std::string why_encoded_whole_;
+  std::string why_encoded_whole_;  // empty when words_encode_alone()
   int max_tokens_;
   bool truncate_;
   int64_t max_text_bytes_;
