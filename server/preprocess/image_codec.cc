@@ -13,6 +13,7 @@
 #include <png.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/preprocess/png_direct.h"
 
 namespace gatescope {
 namespace {
@@ -243,16 +244,25 @@ absl::Status Unsupported() {
   return absl::InvalidArgumentError("image is neither PNG nor JPEG (the formats accepted)");
 }
 
-// The output buffer for `height` x `width` x `channels`, after checking that the decoder
-// agrees with the header the caller checked.
-absl::StatusOr<cv::Mat> OutputBuffer(int64_t height, int64_t width, int channels,
-                                     const ImageHeader& header, const DecodeRequest& request) {
+// OK when the decoder agrees with the header the caller checked: the same size (a JPEG's
+// at most, when scaled) and the requested channels.
+absl::Status CheckDecodedSize(int64_t height, int64_t width, int channels,
+                              const ImageHeader& header, const DecodeRequest& request) {
   const bool scaled = request.at_least.height > 0 && request.at_least.width > 0 &&
                       header.format == ImageFormat::kJpeg;
   const bool fits = scaled ? height <= header.size.height && width <= header.size.width
                            : height == header.size.height && width == header.size.width;
   if (!fits || channels != (request.gray ? 1 : 3)) {
     return absl::InvalidArgumentError("image header changed between reads");
+  }
+  return absl::OkStatus();
+}
+
+// The output buffer for `height` x `width` x `channels`, after CheckDecodedSize.
+absl::StatusOr<cv::Mat> OutputBuffer(int64_t height, int64_t width, int channels,
+                                     const ImageHeader& header, const DecodeRequest& request) {
+  if (absl::Status st = CheckDecodedSize(height, width, channels, header, request); !st.ok()) {
+    return st;
   }
   return cv::Mat(static_cast<int>(height), static_cast<int>(width),
                  request.gray ? CV_8UC1 : CV_8UC3);
@@ -279,6 +289,11 @@ absl::StatusOr<ImageHeader> ReadImageHeader(std::string_view bytes) {
     if (!out.ok()) return out.status();
     return ImageHeader{*format, {out->height, out->width}};
   }
+  // libpng reads the same IHDR first and refuses the file if it is not valid (which
+  // ReadPngHeader checks), so both give the same size.
+  if (const std::optional<PngHeader> ihdr = ReadPngHeader(bytes)) {
+    return ImageHeader{*format, {ihdr->height, ihdr->width}};
+  }
   Png png(bytes);
   absl::StatusOr<PngOutput> out = png.Start(nullptr);
   if (!out.ok()) return out.status();
@@ -302,6 +317,19 @@ absl::StatusOr<cv::Mat> DecodeImagePixels(std::string_view bytes, const ImageHea
     if (!pixels.ok()) return pixels.status();
     if (absl::Status st = jpeg.Pixels(*pixels); !st.ok()) return st;
     return pixels;
+  }
+  if (PngDataTooShort(bytes)) {
+    return Corrupt("PNG", "its image data is too short for its size");
+  }
+  if (request.png_direct) {
+    if (std::optional<cv::Mat> direct = DecodePngDirect(bytes, request.gray)) {
+      if (absl::Status st = CheckDecodedSize(direct->rows, direct->cols, direct->channels(),
+                                             header, request);
+          !st.ok()) {
+        return st;
+      }
+      return *std::move(direct);
+    }
   }
   Png png(bytes);
   absl::StatusOr<PngOutput> out = png.Start(&request);

@@ -30,7 +30,8 @@ struct ImageHeader {
   ImageSize size;  // as declared: what a full decode would produce
 };
 
-// Reads the header only (no pixel buffer). INVALID_ARGUMENT for a format other than PNG or
+// Reads the header only (no pixel buffer); a PNG's from its IHDR chunk when that is valid
+// (png_direct.h), otherwise (and a JPEG's always) through the library. INVALID_ARGUMENT for a format other than PNG or
 // JPEG, an unreadable or truncated header, or an image format variant decoding refuses
 // (JPEG in CMYK/YCCK).
 absl::StatusOr<ImageHeader> ReadImageHeader(std::string_view bytes);
@@ -44,6 +45,9 @@ struct DecodeRequest {
   // whose sides are still at least these (the pixels a model resizing to this size can
   // use); zero: full size. PNG has no scaled decoding and is always decoded at full size.
   ImageSize at_least;
+  // False: every PNG goes through libpng, the reference the direct reader (png_direct.h)
+  // is tested and fuzzed against. True: the PNGs that reader takes skip libpng.
+  bool png_direct = true;
 };
 
 // Decodes `bytes`, whose header is `header` (from ReadImageHeader on the same bytes; the

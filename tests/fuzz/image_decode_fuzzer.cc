@@ -1,12 +1,18 @@
 // libFuzzer harness: any bytes as an encoded image, for a fixed-size gray model (scaled
 // JPEG decoding, resize) and an RGB model taking any size up to 64k pixels (kept small so
 // each input decodes in microseconds). Decoding must return a status, never crash, leak
-// or read out of bounds.
+// or read out of bounds. And differentially: whatever PNG the direct reader (png_direct.h)
+// decodes, libpng alone must decode to the same pixels.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
+#include <opencv2/core.hpp>
+
 #include "server/preprocess/image.h"
+#include "server/preprocess/image_codec.h"
+#include "server/preprocess/png_direct.h"
 
 namespace {
 
@@ -24,6 +30,24 @@ gatescope::InputSpec Spec(bool any_size) {
   return spec;
 }
 
+// Traps unless libpng decodes `bytes` (whose header is at most 64k pixels) to what the
+// direct reader gave, when it gave anything.
+void CompareWithLibpng(std::string_view bytes, bool gray) {
+  const std::optional<gatescope::PngHeader> header = gatescope::ReadPngHeader(bytes);
+  if (!header || uint64_t{header->width} * header->height > (1u << 16)) return;
+  const std::optional<cv::Mat> direct = gatescope::DecodePngDirect(bytes, gray);
+  if (!direct) return;
+  gatescope::DecodeRequest request{gray, {}};
+  request.png_direct = false;
+  const gatescope::ImageHeader image{gatescope::ImageFormat::kPng,
+                                     {header->height, header->width}};
+  const absl::StatusOr<cv::Mat> libpng = gatescope::DecodeImagePixels(bytes, image, request);
+  if (!libpng.ok() || libpng->type() != direct->type() || libpng->size() != direct->size() ||
+      cv::norm(*libpng, *direct, cv::NORM_INF) != 0.0) {
+    __builtin_trap();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -33,5 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gatescope::ImageSize out;
   (void)gatescope::DecodeImage(bytes, gray, &out);
   (void)gatescope::DecodeImage(bytes, rgb_any, &out);
+  CompareWithLibpng(bytes, /*gray=*/true);
+  CompareWithLibpng(bytes, /*gray=*/false);
   return 0;
 }

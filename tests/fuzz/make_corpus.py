@@ -1,11 +1,13 @@
 """Writes the seed corpora of the request and config fuzzers (tests/fuzz/corpus/) and the
-generated PNG seed of the image fuzzer; the other image seeds (*.jpg, colour*.png, rgba.png)
+generated PNG seeds of the image fuzzer; the other image seeds (*.jpg, colour*.png, rgba.png)
 were written by OpenCV's encoders. Run with Debian's python3 from the repository root:
 /usr/bin/python3 tests/fuzz/make_corpus.py"""
 import importlib
 import pathlib
+import struct
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 
@@ -32,9 +34,28 @@ SERVING = ['max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: 5
            'default_timeout_microseconds: 1000 allow_timeout_override: true } }']
 
 
+def _chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def gray_alpha_filters_png():
+    """A 5 x 6 gray + alpha PNG whose rows use each of the five filter bytes (the data is
+    whatever they give), its stream split over three IDATs, a tEXt before them: the
+    direct reader's whole path (png_direct.h)."""
+    rows = b"".join(bytes([r % 5]) + bytes((r * 37 + i * 11) % 256 for i in range(10))
+                    for r in range(6))
+    stream = zlib.compress(rows, 9)
+    thirds = (0, len(stream) // 3, 2 * len(stream) // 3, len(stream))
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", struct.pack(">IIBBBBB", 5, 6, 8, 4, 0, 0, 0))
+            + _chunk(b"tEXt", b"Comment\0seed")
+            + b"".join(_chunk(b"IDAT", stream[a:b]) for a, b in zip(thirds, thirds[1:]))
+            + _chunk(b"IEND", b""))
+
+
 def main():
     gray = encode_gray_png(np.arange(16, dtype=np.uint8).reshape(4, 4) * 16)
     (CORPUS / "image_decode" / "gray.png").write_bytes(gray)
+    (CORPUS / "image_decode" / "gray_alpha_filters.png").write_bytes(gray_alpha_filters_png())
     with tempfile.TemporaryDirectory() as out:
         generate_python_stubs(out, "inference/grpc_service.proto", "inference/model_config.proto",
                               "gatescope/v1/inference.proto", "gatescope/v1/model_config.proto")
