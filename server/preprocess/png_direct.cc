@@ -249,6 +249,15 @@ std::optional<cv::Mat> DecodePngDirect(std::string_view bytes, bool gray) {
   const size_t stride = row_bytes + 1;  // each row starts with its filter byte
   // A header declaring more rows than its data could ever inflate to allocates nothing here.
   if (stride * header->height / kMaxDeflateRatio > data->size()) return std::nullopt;
+  // libpng inflates with the window the stream's header declares, a row at a time, so a
+  // stream reaching back further than its declared window fails there; libdeflate would
+  // read it. Only streams that cannot do that are read here: a 32 KiB window (DEFLATE's
+  // farthest reach) or a window covering the whole image.
+  if (data->empty()) return std::nullopt;
+  const int window_log = (static_cast<unsigned char>((*data)[0]) >> 4) + 8;
+  const bool window_covers =
+      window_log == 15 || stride * header->height <= (size_t{1} << window_log);
+  if (window_log > 15 || !window_covers) return std::nullopt;
   std::unique_ptr<unsigned char[]> rows(new unsigned char[stride * header->height]);
   size_t used_in = 0, produced = 0;
   const libdeflate_result result = libdeflate_zlib_decompress_ex(

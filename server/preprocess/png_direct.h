@@ -9,11 +9,13 @@
 // container's walk, the five row filters and dropping alpha are done here; the DEFLATE
 // stream and its checksums are libdeflate's.
 //
-// Contract: these functions answer only for files they can read exactly as libpng would;
-// for anything else, however unusual (a CRC mismatch, a stray chunk, a palette, 16-bit or
-// interlaced data, an RGB image asked for as gray, trailing compressed data), they return
-// nullopt and the caller goes to libpng, which decodes it or says what is wrong. Pure
-// functions, thread-safe; each thread keeps one libdeflate decompressor (about 11 KB).
+// Contract: these functions answer only for files they can read exactly as libpng would.
+// For anything else, however unusual (a CRC mismatch, a stray chunk, a palette, 16-bit or
+// interlaced data, an RGB image asked for as gray, trailing compressed data, a stream
+// declaring a window smaller than both 32 KiB and the image, which libpng's row-at-a-time
+// inflate holds it to), they return nullopt and the caller goes to libpng, which decodes
+// it or says what is wrong. Pure functions, thread-safe; each thread keeps one libdeflate
+// decompressor (about 11 KB).
 #pragma once
 
 #include <cstdint>

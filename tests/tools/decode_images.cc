@@ -1,9 +1,10 @@
 // Decodes PNG and JPEG files as the server does (DecodeImagePixels: the direct PNG reader
 // where it can, libpng or libjpeg otherwise) and with libpng alone for the pixels (a PNG's
-// header comes from its IHDR either way), alternating the two over every file, and prints one JSON line: microseconds per image for each (header reads
-// included, as on a request's path), how many files the direct reader took, and whether
-// both gave the same pixels. Exits 1 when any file decodes differently (or in one way
-// only). Used by benchmarks/bench_png_decode.py and its test.
+// header comes from its IHDR either way), alternating the two over every file. Prints one
+// JSON line: microseconds per image for each (header reads included, as on a request's
+// path), how many files the direct reader took, and whether both gave the same pixels.
+// Exits 1 when any file decodes differently (or in one way only). Used by
+// benchmarks/bench_png_decode.py and tests/integration/test_png_decode.py.
 //
 //   decode_images [--repeat N] [--rgb] FILE...
 #include <chrono>

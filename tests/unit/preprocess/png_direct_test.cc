@@ -335,7 +335,7 @@ TEST(PngDirect, DeclinesEveryIrregularity) {
       Assemble({ihdr, Chunk("IDAT", Zlib(GrayRows(5))), iend}),             // filter 5
       Assemble({ihdr, Chunk("IDAT", Zlib(two_rows)), iend}),                // too few rows
       Assemble({ihdr, Chunk("IDAT", Zlib(extra_row)), iend}),               // too many
-      Assemble({ihdr, Chunk("IDAT", zlib + std::string("\x03\x00", 2)), iend}),             // trailing bytes
+      Assemble({ihdr, Chunk("IDAT", zlib + std::string("\x03\x00", 2)), iend}),  // trailing
       Assemble({ihdr, Chunk("IDAT", zlib.substr(0, 2) + "\xff\xff"), iend}),  // bad deflate
       Assemble({ihdr, Chunk("IDAT", zlib.substr(0, zlib.size() - 1) +
                                         static_cast<char>(zlib.back() ^ 1)),
@@ -355,6 +355,36 @@ TEST(PngDirect, DeclinesEveryIrregularity) {
     EXPECT_FALSE(DecodePngDirect(png, true).has_value());
     ExpectServedAsLibpng(png, true);
   }
+  // A stream whose header declares a window smaller than the image and than its own
+  // reach (256 bytes, with matches 300 bytes back): libpng refuses it, libdeflate would not.
+  std::string far_raw;
+  for (int r = 0; r < 20; ++r) {
+    far_raw += '\0';
+    for (int c = 0; c < 30; ++c) far_raw += static_cast<char>(r < 10 ? (c * 37 + r * 11) % 256 : 0);
+  }
+  far_raw.replace(10 * 31, 10 * 31, far_raw.substr(0, 10 * 31));  // rows 10..19 repeat 0..9
+  std::string far_stream = Zlib(far_raw);
+  std::string small_window = far_stream;
+  small_window[0] = 0x08;  // CINFO 0 (256 bytes), CM 8
+  small_window[1] = static_cast<char>(31 - (0x08 * 256 % 31));  // FCHECK, no dictionary
+  const std::string far_ihdr = Ihdr(30, 20);
+  const std::string declared_small =
+      Assemble({far_ihdr, Chunk("IDAT", small_window), iend});
+  EXPECT_FALSE(DecodePngDirect(declared_small, true).has_value());
+  EXPECT_FALSE(ThroughLibpng(declared_small, true).ok());
+  ExpectServedAsLibpng(declared_small, true);
+  const std::optional<cv::Mat> full_window =
+      DecodePngDirect(Assemble({far_ihdr, Chunk("IDAT", far_stream), iend}), true);
+  ASSERT_TRUE(full_window.has_value());  // the same data with a 32 KiB window
+  EXPECT_EQ(full_window->at<unsigned char>(15, 4), full_window->at<unsigned char>(5, 4));
+  // A small declared window covering the whole image (as libpng writes small images).
+  std::string covering = Zlib(GrayRows());
+  covering[0] = 0x08;
+  covering[1] = static_cast<char>(31 - (0x08 * 256 % 31));
+  const std::string small = Assemble({ihdr, Chunk("IDAT", covering), iend});
+  EXPECT_TRUE(DecodePngDirect(small, true).has_value());
+  ExpectServedAsLibpng(small, true);
+
   // An ancillary chunk with a broken CRC is left to libpng too (it warns and goes on).
   std::string bad_text = Assemble({ihdr, Chunk("tEXt", std::string("a\0b", 3)), idat, iend});
   bad_text[33 + 8] ^= 1;
