@@ -41,6 +41,34 @@ TEST(SegmentLogitsTest, TiesGoToTheLowestClass) {
   EXPECT_EQ(seg->class_pixels, (std::vector<int64_t>{4, 0, 0, 0}));
 }
 
+// The mask and counts are ATen's argmax over classes (first maximum; a NaN counts as the
+// largest, the first NaN winning) and bincount, on logits full of ties and some NaNs, at
+// model size and resized, for 1, 2, 5 and 256 classes.
+TEST(SegmentLogitsTest, MaskAndCountsAreArgmaxAndBincount) {
+  at::manual_seed(3);
+  for (int64_t classes : {1, 2, 5, 256}) {
+    at::Tensor logits = at::randint(0, 4, {classes, 17, 23}).to(at::kFloat);  // many ties
+    logits.masked_fill_(at::rand({classes, 17, 23}) < 0.02, NAN);
+    for (auto [h, w] : {std::pair<int64_t, int64_t>{17, 23}, {40, 31}}) {
+      SCOPED_TRACE(testing::Message() << classes << " classes at " << h << "x" << w);
+      auto seg = SegmentLogits(logits, h, w, {});
+      ASSERT_TRUE(seg.ok()) << seg.status();
+      at::Tensor scores = logits;
+      if (h != 17 || w != 23) {
+        scores = at::upsample_bilinear2d(logits.unsqueeze(0), {h, w}, false, c10::nullopt,
+                                         c10::nullopt)
+                     .squeeze(0);
+      }
+      const at::Tensor want = scores.argmax(0);
+      EXPECT_TRUE(at::equal(seg->mask, want.to(at::kByte)));
+      const at::Tensor counts = at::bincount(want.reshape({-1}), {}, classes);
+      EXPECT_EQ(seg->class_pixels,
+                std::vector<int64_t>(counts.data_ptr<int64_t>(),
+                                     counts.data_ptr<int64_t>() + classes));
+    }
+  }
+}
+
 TEST(SegmentLogitsTest, ResizesLogitsBilinearlyToTheInputSize) {
   at::manual_seed(7);
   const at::Tensor logits = at::randn({5, 8, 6});
