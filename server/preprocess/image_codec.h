@@ -1,13 +1,16 @@
 // The two encoded formats the APIs accept, PNG and JPEG, read through libpng and
-// libjpeg-turbo themselves rather than cv::imdecode. The reasons are contracts imdecode
-// cannot give: (1) only these two formats are ever attempted (imdecode also tries BMP, TIFF,
-// WebP, EXR, PGM... whose declared sizes nobody checks before it allocates); (2) the size
-// comes from the library's own header parse, so the size that is checked is exactly the
-// size that would be decoded (a hand-written header reader can be misled by a stray byte
-// the library skips); (3) a JPEG much larger than the model needs is decoded at 1/2, 1/4
-// or 1/8 scale by the library's DCT scaling, never at full size; (4) the libraries'
-// warnings and errors become the returned status instead of lines on stderr.
-// Pure functions, thread-safe; nothing is allocated for pixels before the size is known.
+// libjpeg-turbo themselves rather than cv::imdecode (and the commonest PNGs through
+// png_direct.h, which reads them exactly as libpng would and leaves it the rest). The
+// reasons are contracts imdecode cannot give: (1) only these two formats are ever
+// attempted (imdecode also tries BMP, TIFF, WebP, EXR, PGM... whose declared sizes nobody
+// checks before it allocates); (2) the size that is checked is exactly the size that would
+// be decoded: a JPEG's from libjpeg's own header parse (a hand-written reader can be misled
+// by a stray byte the library skips), a PNG's from the IHDR chunk libpng requires first,
+// CRC and fields checked as libpng checks them; (3) a JPEG much larger than the model needs
+// is decoded at 1/2, 1/4 or 1/8 scale by the library's DCT scaling, never at full size;
+// (4) the libraries' warnings and errors become the returned status instead of lines on
+// stderr. Pure functions, thread-safe; nothing is allocated for pixels before the size is
+// known.
 #pragma once
 
 #include <optional>
