@@ -23,8 +23,7 @@ RUN apt-get update -qq \
       g++ make cmake pkg-config \
       libtorch-dev libopenblas0-pthread \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-      libopencv-dev libpng-dev libdeflate-dev libjpeg62-turbo-dev libabsl-dev prometheus-cpp-dev \
-      libcli11-dev \
+      libopencv-dev libpng-dev libjpeg62-turbo-dev libabsl-dev prometheus-cpp-dev libcli11-dev \
       libboost-dev libssl-dev libjemalloc-dev nlohmann-json3-dev libsentencepiece-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src

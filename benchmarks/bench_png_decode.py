@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PNG decoding as a request's path does it: the direct reader (server/preprocess/png_direct.h,
-one libdeflate call) against libpng alone, side by side in one run.
+one zlib call per image) against libpng alone, side by side in one run.
 
 For each kind of input the shipped models get over `bench_serving.py`'s inputs (64
 Fashion-MNIST 28 x 28 PNGs, 16 Colin27 181 x 217 slices, 16 detection scenes 128 x 128, all

@@ -8,8 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config git
   libtorch-dev python3-torch libopenblas0-pthread
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libopencv-dev libpng-dev libdeflate-dev libjpeg62-turbo-dev libabsl-dev prometheus-cpp-dev
-  libcli11-dev
+  libopencv-dev libpng-dev libjpeg62-turbo-dev libabsl-dev prometheus-cpp-dev libcli11-dev
   libboost-dev libssl-dev openssl libjemalloc-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev dpkg-dev

@@ -3,7 +3,7 @@
 # (CUDA + PyTorch, no network, no C++ dependencies of the server): writes .gpu_carry/
 # (ignored by git; name it in the device run's `carry`) holding
 #   sysroot.tar.xz            Debian 12's gRPC, protobuf (protoc, grpc_cpp_plugin), Abseil,
-#                             prometheus-cpp, OpenCV core + imgproc, libpng, libdeflate, libjpeg-turbo,
+#                             prometheus-cpp, OpenCV core + imgproc, libpng, libjpeg-turbo,
 #                             jemalloc, SentencePiece, OpenSSL, Boost (only the headers the
 #                             server includes), nlohmann-json, CLI11, GoogleTest, pkgconf:
 #                             unpacked with dpkg -x into a prefix there, never into /
@@ -43,8 +43,7 @@ PACKAGES=(
   prometheus-cpp-dev libprometheus-cpp-core1.0 libcivetweb-dev libcivetweb1
   libcurl4-openssl-dev libcurl4 libcli11-dev nlohmann-json3-dev
   libboost1.74-dev libopencv-dev libopencv-core-dev libopencv-imgproc-dev libopencv-core406
-  libopencv-imgproc406 libtbb-dev libtbb12 libtbbmalloc2 libpng-dev libpng16-16 libdeflate-dev
-  libdeflate0
+  libopencv-imgproc406 libtbb-dev libtbb12 libtbbmalloc2 libpng-dev libpng16-16
   libjpeg62-turbo-dev libjpeg62-turbo libjemalloc-dev libjemalloc2 libsentencepiece-dev
   libsentencepiece0 libgtest-dev pkgconf pkgconf-bin libpkgconf3 libopenblas0-pthread
   libgfortran5 libquadmath0 libx11-6 libx11-data libxcb1 libxau6 libxdmcp6 libbsd0 libmd0

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include <libdeflate.h>
+#include <zlib.h>
 
 namespace gatescope {
 namespace {
@@ -45,7 +45,7 @@ std::optional<Chunk> NextChunk(std::string_view bytes, size_t& at) {
   for (int i = 4; i < 8; ++i) {
     if (!IsLetter(p[i])) return std::nullopt;
   }
-  const uint32_t crc = libdeflate_crc32(0, p + 4, size_t{length} + 4);
+  const uLong crc = crc32(0, p + 4, static_cast<uInt>(length) + 4);
   if (crc != BigEndian32(p + 8 + length)) return std::nullopt;
   Chunk chunk;
   std::memcpy(chunk.type, p + 4, 4);
@@ -113,15 +113,19 @@ std::optional<std::string_view> ImageData(std::string_view bytes, std::string& j
   }
 }
 
-struct DecompressorFree {
-  void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
-};
-
-// This thread's decompressor (allocated on first use); null if that allocation failed.
-libdeflate_decompressor* ThreadDecompressor() {
-  thread_local std::unique_ptr<libdeflate_decompressor, DecompressorFree> decompressor(
-      libdeflate_alloc_decompressor());
-  return decompressor.get();
+// This thread's inflater (zlib's state allocated once per thread, reset for each image with
+// windowBits 0: the window each stream's header declares, as libpng resets it); null if
+// zlib had no memory. A stream inflated to its end in one call needs no window buffer.
+z_stream* ThreadInflater() {
+  struct Inflater {
+    z_stream stream{};
+    bool ready = inflateInit2(&stream, 0) == Z_OK;
+    ~Inflater() {
+      if (ready) inflateEnd(&stream);
+    }
+  };
+  thread_local Inflater inflater;
+  return inflater.ready ? &inflater.stream : nullptr;
 }
 
 int Paeth(int a, int b, int c) {
@@ -242,30 +246,32 @@ std::optional<cv::Mat> DecodePngDirect(std::string_view bytes, bool gray) {
   std::string joined;
   const std::optional<std::string_view> data = ImageData(bytes, joined);
   if (!data) return std::nullopt;
-  libdeflate_decompressor* decompressor = ThreadDecompressor();
-  if (decompressor == nullptr) return std::nullopt;
+  z_stream* inflater = ThreadInflater();
+  if (inflater == nullptr || inflateReset2(inflater, 0) != Z_OK) return std::nullopt;
 
   const size_t row_bytes = size_t{header->width} * channels;
   const size_t stride = row_bytes + 1;  // each row starts with its filter byte
+  const size_t inflated = stride * header->height;
   // A header declaring more rows than its data could ever inflate to allocates nothing here.
-  if (stride * header->height / kMaxDeflateRatio > data->size()) return std::nullopt;
+  if (inflated / kMaxDeflateRatio > data->size()) return std::nullopt;
+  if (inflated > UINT32_MAX || data->size() > UINT32_MAX) return std::nullopt;  // uInt counts
   // libpng inflates with the window the stream's header declares, a row at a time, so a
-  // stream reaching back further than its declared window fails there; libdeflate would
-  // read it. Only streams that cannot do that are read here: a 32 KiB window (DEFLATE's
-  // farthest reach) or a window covering the whole image.
+  // stream reaching back further than its declared window fails there; one call over the
+  // whole image would not. Only streams that cannot do that are read here: a 32 KiB window
+  // (DEFLATE's farthest reach) or a window covering the whole image.
   if (data->empty()) return std::nullopt;
   const int window_log = (static_cast<unsigned char>((*data)[0]) >> 4) + 8;
-  const bool window_covers =
-      window_log == 15 || stride * header->height <= (size_t{1} << window_log);
+  const bool window_covers = window_log == 15 || inflated <= (size_t{1} << window_log);
   if (window_log > 15 || !window_covers) return std::nullopt;
-  std::unique_ptr<unsigned char[]> rows(new unsigned char[stride * header->height]);
-  size_t used_in = 0, produced = 0;
-  const libdeflate_result result = libdeflate_zlib_decompress_ex(
-      decompressor, data->data(), data->size(), rows.get(), stride * header->height, &used_in,
-      &produced);
-  // Exactly the image's rows from exactly the IDAT payload; libpng decides anything else.
-  if (result != LIBDEFLATE_SUCCESS || used_in != data->size() ||
-      produced != stride * header->height) {
+  std::unique_ptr<unsigned char[]> rows(new unsigned char[inflated]);
+  inflater->next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data->data()));
+  inflater->avail_in = static_cast<uInt>(data->size());
+  inflater->next_out = rows.get();
+  inflater->avail_out = static_cast<uInt>(inflated);
+  // The same zlib as libpng's, so the same streams are valid. Exactly the image's rows from
+  // exactly the IDAT payload, checksum included; libpng decides anything else.
+  const int result = inflate(inflater, Z_FINISH);
+  if (result != Z_STREAM_END || inflater->avail_in != 0 || inflater->avail_out != 0) {
     return std::nullopt;
   }
 

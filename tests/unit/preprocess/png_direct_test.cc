@@ -356,7 +356,8 @@ TEST(PngDirect, DeclinesEveryIrregularity) {
     ExpectServedAsLibpng(png, true);
   }
   // A stream whose header declares a window smaller than the image and than its own
-  // reach (256 bytes, with matches 300 bytes back): libpng refuses it, libdeflate would not.
+  // reach (256 bytes, with matches 300 bytes back): libpng refuses it, one inflate call over
+  // the whole image would not.
   std::string far_raw;
   for (int r = 0; r < 20; ++r) {
     far_raw += '\0';
@@ -384,6 +385,15 @@ TEST(PngDirect, DeclinesEveryIrregularity) {
   const std::string small = Assemble({ihdr, Chunk("IDAT", covering), iend});
   EXPECT_TRUE(DecodePngDirect(small, true).has_value());
   ExpectServedAsLibpng(small, true);
+
+  // A DEFLATE stream with length symbol 286, which the format reserves: two zero
+  // literals, then "286" at distance 1, read as 258 more zeros by lenient inflaters
+  // (libdeflate) and refused by zlib, hence by libpng. 259 x 1 gray: 260 bytes inflated.
+  const std::string reserved_symbol("\x78\x01\x63\x60\x18\x03\x00\x01\x04\x00\x01", 11);
+  const std::string lenient = Assemble({Ihdr(259, 1), Chunk("IDAT", reserved_symbol), iend});
+  EXPECT_FALSE(DecodePngDirect(lenient, true).has_value());
+  EXPECT_FALSE(ThroughLibpng(lenient, true).ok());
+  ExpectServedAsLibpng(lenient, true);
 
   // An ancillary chunk with a broken CRC is left to libpng too (it warns and goes on).
   std::string bad_text = Assemble({ihdr, Chunk("tEXt", std::string("a\0b", 3)), idat, iend});
