@@ -34,9 +34,9 @@ struct ImageHeader {
 };
 
 // Reads the header only (no pixel buffer); a PNG's from its IHDR chunk when that is valid
-// (png_direct.h), otherwise (and a JPEG's always) through the library. INVALID_ARGUMENT for a format other than PNG or
-// JPEG, an unreadable or truncated header, or an image format variant decoding refuses
-// (JPEG in CMYK/YCCK).
+// (png_direct.h), otherwise (and a JPEG's always) through the library. INVALID_ARGUMENT
+// for a format other than PNG or JPEG, an unreadable or truncated header, or an image
+// format variant decoding refuses (JPEG in CMYK/YCCK).
 absl::StatusOr<ImageHeader> ReadImageHeader(std::string_view bytes);
 
 // The declared size when ReadImageHeader succeeds; nullopt otherwise.

@@ -49,8 +49,8 @@ bool PngDataTooShort(std::string_view bytes);
 // image_codec.cc give them. Every chunk's CRC, the stream's Adler-32 and its exact length
 // are checked. Memory: the whole inflated image (height x (1 + width x channels) bytes,
 // about twice the output for gray + alpha read as gray) beside the output, where libpng
-// holds two rows; the
-// caller has checked the header's size first (at most 16 Mi pixels). nullopt: use libpng (see the contract).
+// holds two rows; the caller has checked the header's size first (at most 16 Mi pixels).
+// nullopt: use libpng (see the contract).
 std::optional<cv::Mat> DecodePngDirect(std::string_view bytes, bool gray);
 
 }  // namespace gatescope
