@@ -21,7 +21,8 @@
 # Builds into build-gpu/ (never the CPU build). docs/gpu.md says how to run it.
 # Usage: scripts/gpu/gpu_check.sh [STAGE ...] (default: all but reuse). Environment:
 # GPU_CHECK_BUDGET_S (seconds; stages that would not fit are skipped), GPU_CHECK_BUILD_DIR,
-# GPU_CHECK_CMAKE_ARGS, GPU_CHECK_SERVE_ARGS (e.g. "--perf none").
+# GPU_CHECK_CMAKE_ARGS, GPU_CHECK_SERVE_ARGS (e.g. "--perf none"), GPU_CHECK_CXX (the C++
+# compiler; default /usr/bin/g++).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 REPO=$PWD
@@ -47,9 +48,13 @@ LOG=$OUT/log.txt
 : >"$LOG"
 echo "# gatescope GPU check $(date -u +%FT%TZ)" >"$REPORT"
 export PYTHONUNBUFFERED=1
-# The system compiler, not whatever g++ the PATH finds first (a wrapper script on the device
-# image): the configuration whose op library and server passed (links_shared_libstdcxx).
-if [ -z "${CXX:-}" ] && [ -x /usr/bin/g++ ]; then
+# The system compiler, not whatever g++ the PATH or the environment's CXX names (the device
+# image has set CXX=/opt/gcc/bin/g++, whose op library and server came out with libstdc++
+# linked in statically on 2026-11-28): the configuration whose op library and server passed
+# (links_shared_libstdcxx). GPU_CHECK_CXX chooses another.
+if [ -n "${GPU_CHECK_CXX:-}" ]; then
+  export CXX=$GPU_CHECK_CXX CUDAHOSTCXX=$GPU_CHECK_CXX
+elif [ -x /usr/bin/g++ ]; then
   export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
 fi
 
@@ -131,6 +136,13 @@ facts() {
   python3 -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'cxx11abi', torch.compiled_with_cxx11_abi(), 'device', torch.cuda.get_device_name(0))"
   nvcc --version | tail -2
   g++ --version | head -1
+  echo "CXX=${CXX:-unset} CUDAHOSTCXX=${CUDAHOSTCXX:-unset} (the build's compilers)"
+  # The compiler the build gets when /usr/bin/g++ is absent, and the binutils the checks use.
+  local gxx
+  gxx=$(command -v g++)
+  echo "g++: $gxx -> $(readlink -f "$gxx")"
+  [ "$(head -c 2 "$gxx")" = "#!" ] && { echo "--- $gxx is a script:"; head -c 600 "$gxx"; echo; }
+  echo "readelf: $(command -v readelf || echo missing); objdump: $(command -v objdump || echo missing)"
   cmake --version | head -1
   command -v ninja compute-sanitizer ncu
   grep PRETTY_NAME /etc/os-release
@@ -187,13 +199,17 @@ configure() {
 # (docs/gpu.md; one device build did that, for a cause not established). Such a binary fails
 # the build here.
 links_shared_libstdcxx() {
+  command -v readelf >/dev/null || { echo "readelf is missing: cannot check $1"; return 1; }
   readelf -d "$1" | grep -q 'NEEDED.*libstdc++' || {
     echo "$1 has libstdc++ linked in statically: refused"; return 1; }
 }
 
+# The kernel tests only when the kernels stage will run them.
 build_ops() {
-  cmake --build "$BUILD" -j "$(nproc)" --target gatescope_ops dgsa_kernel_test dar_kernel_test \
-    gdla_kernel_test ms_deform_kernel_test plug_kernel_test || return 1
+  local tests=()
+  [[ " $STAGES " == *" kernels "* ]] &&
+    tests=(dgsa_kernel_test dar_kernel_test gdla_kernel_test ms_deform_kernel_test plug_kernel_test)
+  cmake --build "$BUILD" -j "$(nproc)" --target gatescope_ops "${tests[@]}" || return 1
   links_shared_libstdcxx "$BUILD/models/ops/libgatescope_ops.so"
 }
 
@@ -254,13 +270,24 @@ compat() {
     --repo "$CARRY/models" --devices cpu,cuda --json "$OUT/compat.json" | tee "$OUT/.compat.txt"
 }
 
-# The server and gatescope-perf load the carried libraries; Python does not.
+# The server and gatescope-perf load the carried libraries; Python does not. The servers and
+# the in-process runs get the first half of the CPUs, gatescope-perf the second; the
+# overhead runs compare the server's defaults with its forward passes on CPUs of their own
+# (docs/gpu.md, "Serving overhead on the GPU"). GPU_CHECK_SERVE_ARGS adds to or overrides
+# these (the last --server-cpus wins; --setup adds).
 serve() {
-  local python_ld=${LD_LIBRARY_PATH:-}
+  local python_ld=${LD_LIBRARY_PATH:-} n half
+  n=$(nproc); half=$((n / 2))
+  local cpus=(--server-cpus "0-$((half - 1))" --client-cpus "$half-$((n - 1))")
+  [ "$half" -ge 2 ] || cpus=()
+  local setups=(--setup default= --setup forward_cpus=--forward_cpus=0-1
+                --setup "forward_cpus_1_thread=--forward_cpus=0-1;--torch_threads=1")
+  [[ " ${GPU_CHECK_SERVE_ARGS:-} " == *" --setup "* ]] && setups=()
   use_sysroot
   GATESCOPE_SERVER_LD_LIBRARY_PATH=$LD_LIBRARY_PATH LD_LIBRARY_PATH=$python_ld \
     op_env python3 scripts/gpu/serve_check.py --build "$BUILD" --models "$CARRY/models" \
-    --inputs "$CARRY/inputs" --json "$OUT/serve.json" ${GPU_CHECK_SERVE_ARGS:-}
+    --inputs "$CARRY/inputs" --json "$OUT/serve.json" --perf dgvit_fmnist,vit_fmnist \
+    "${cpus[@]}" "${setups[@]}" ${GPU_CHECK_SERVE_ARGS:-}
 }
 
 # The built binaries go back through $OUT, so that a later run on a fresh machine can
@@ -268,7 +295,7 @@ serve() {
 pack_artifacts() {
   (cd "$BUILD" && tar -cJf "$OUT/artifacts.tar.xz" server/gatescope-server \
     server/libgatescope_sentencepiece.so client/gatescope-perf models/ops/libgatescope_ops.so \
-    models/ops/*_kernel_test)
+    $(ls models/ops/*_kernel_test 2>/dev/null))
 }
 
 reuse_artifacts() {
@@ -276,7 +303,7 @@ reuse_artifacts() {
 }
 
 # `run` starts each stage in a fresh bash under `timeout`, which sees these.
-export REPO OUT CARRY PREFIX SYS BUILD
+export REPO OUT CARRY PREFIX SYS BUILD STAGES
 export -f use_sysroot unpack_sysroot facts torch_prefix hide_torch_protobuf configure \
   links_shared_libstdcxx build_ops build_server kernel_tests sanitize_kernels op_env have_cuda \
   op_tests bench compat serve pack_artifacts reuse_artifacts
@@ -325,7 +352,7 @@ if [ -n "$server_pid" ]; then
     note "- build-server: FAIL (exit $server_rc) at $(elapsed) s"
   fi
 fi
-wants serve && run serve 200 bash -c serve
+wants serve && run serve 300 bash -c serve
 note "- total: $(elapsed) s"
 # The tables, last, so that the end of the output carries them.
 {

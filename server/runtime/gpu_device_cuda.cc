@@ -43,9 +43,15 @@ class GpuDevice final : public Device {
     return out;
   }
 
+  // Every output is queued into pinned memory on this stream and the stream is waited for
+  // once: a copy into pageable memory would block the thread for each output in turn.
   NamedTensors CopyOut(const NamedTensors& tensors) override {
     NamedTensors out;
-    for (const auto& [name, t] : tensors) out.emplace(name, t.to(c10::kCPU));
+    for (const auto& [name, t] : tensors) {
+      at::Tensor host = at::empty(t.sizes(), t.options().device(c10::kCPU).pinned_memory(true));
+      host.copy_(t, /*non_blocking=*/true);
+      out.emplace(name, std::move(host));
+    }
     stream_.synchronize();
     return out;
   }
