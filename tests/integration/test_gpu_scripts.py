@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from server_harness import BUILD, REPO
 
@@ -39,6 +40,35 @@ def test_repository_copy_has_one_instance_group_and_equal_batching(tmp_path):
         assert not version.is_symlink() and (version / "model.pt").is_file()
         assert (version / "model.pt").read_bytes()[:4] == (
             REPO / "model_repository" / name / "1" / "model.pt").read_bytes()[:4]
+
+
+def test_overhead_variants_turn_batching_off_or_double_the_instances(tmp_path):
+    models = models_dir(tmp_path, "dgvit_fmnist", "dgt_wordnet")
+    serve_check.write_repository(models, tmp_path / "gpu", "KIND_GPU", 64, ["dgvit_fmnist"])
+    made = sorted(p.name for p in (tmp_path / "gpu").iterdir())
+    assert made == ["dgt_wordnet", "dgvit_fmnist", "dgvit_fmnist__unbatched", "dgvit_fmnist__x2"]
+    off = (tmp_path / "gpu" / "dgvit_fmnist__unbatched" / "config.pbtxt").read_text()
+    assert "dynamic_batching" not in off and off.count("max_batch_size") == 1
+    assert "max_batch_size: 1\n" in off and "kind: KIND_GPU count: 1" in off
+    two = (tmp_path / "gpu" / "dgvit_fmnist__x2" / "config.pbtxt").read_text()
+    assert "max_batch_size: 64" in two and "kind: KIND_GPU count: 2" in two
+    assert "max_queue_delay_microseconds: 500" in two
+
+
+def test_breakdown_divides_stage_sums_by_their_counts():
+    before = {"request_duration_seconds_sum": 1.0, "request_duration_seconds_count": 10,
+              "queue_duration_seconds_sum": 0.5, "queue_duration_seconds_count": 10,
+              "compute_infer_duration_seconds_sum": 2.0, "compute_infer_duration_seconds_count": 4,
+              "inferences_total": 10, "executions_total": 4}
+    after = {"request_duration_seconds_sum": 1.4, "request_duration_seconds_count": 110,
+             "queue_duration_seconds_sum": 0.7, "queue_duration_seconds_count": 110,
+             "compute_infer_duration_seconds_sum": 2.5, "compute_infer_duration_seconds_count": 29,
+             "inferences_total": 110, "executions_total": 29}
+    got = serve_check.breakdown(before, after)
+    assert got["request"] == pytest.approx(4.0) and got["queue"] == pytest.approx(2.0)
+    assert got["compute_infer"] == pytest.approx(20.0) and got["batch"] == pytest.approx(4.0)
+    assert got["compute_input"] is None and got["compute_output"] is None
+    assert serve_check.cpu_set("0-2,5") == {0, 1, 2, 5}
 
 
 def test_compare_reports_float_error_and_unequal_items():
