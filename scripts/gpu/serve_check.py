@@ -165,30 +165,74 @@ def check_answers(model, clients, inputs_dir, input_name):
             "errors": errs, "notes": notes}
 
 
+def timed(call, seconds):
+    """(calls per second, p50 ms of one call) of `call` repeated for `seconds`."""
+    times, t0 = [], time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        t = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t)
+    return len(times) / (time.perf_counter() - t0), 1e3 * float(np.median(times))
+
+
+def graphed(torch, module, host, device_input):
+    """A call that replays `module`'s forward on `device_input` as a CUDA graph after copying
+    `host` into it, and the largest |graph - eager| of the outputs; raises when the forward
+    cannot be captured."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
+        for _ in range(3):
+            eager = module(device_input)
+    torch.cuda.current_stream().wait_stream(side)
+    eager = {k: v.to("cpu") for k, v in eager.items()}
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = module(device_input)
+
+    def call():
+        device_input.copy_(host, non_blocking=True)
+        graph.replay()
+        return {k: v.to("cpu") for k, v in static_out.items()}  # waits for the device
+
+    replayed = call()
+    diff = max(float((replayed[k].double() - eager[k].double()).abs().max()) if eager[k].numel()
+               else 0.0 for k in eager)
+    return call, diff
+
+
 def in_process(model_path, example, batches, device, seconds=0.5):
     """{batch: (images/s, p50 ms of one call)} of the archive on `device`, copies in and
-    out included."""
+    out included; on CUDA also {batch: (images/s, p50 ms, max |graph - eager|) or an error}
+    with the forward replayed as a CUDA graph (what the launch cost of a small model
+    leaves out)."""
     import torch
     torch.set_num_threads(len(os.sched_getaffinity(0)))  # the CPUs the servers have too
     torch.ops.load_library(os.environ["GATESCOPE_OPS_LIB"])
     module = torch.jit.load(str(model_path), map_location=device).eval()
-    out = {}
+    out, graphs = {}, {}
     with torch.inference_mode():
         for b in batches:
             host = example.expand(b, *example.shape[1:]).contiguous()
             if device == "cuda":
                 host = host.pin_memory()
+
+            def call():
+                y = module(host.to(device, non_blocking=True))
+                return {k: v.to("cpu") for k, v in y.items()}  # waits for the device
             for _ in range(3):
-                y = module(host.to(device, non_blocking=True))
-                _ = {k: v.to("cpu") for k, v in y.items()}
-            times, t0 = [], time.perf_counter()
-            while time.perf_counter() - t0 < seconds:
-                t = time.perf_counter()
-                y = module(host.to(device, non_blocking=True))
-                _ = {k: v.to("cpu") for k, v in y.items()}  # waits for the device
-                times.append(time.perf_counter() - t)
-            out[b] = (len(times) * b / (time.perf_counter() - t0), 1e3 * float(np.median(times)))
-    return out
+                call()
+            rate, p50 = timed(call, seconds)
+            out[b] = (rate * b, p50)
+            if device != "cuda":
+                continue
+            try:
+                replay, diff = graphed(torch, module, host, host.to(device))
+                rate, p50 = timed(replay, seconds)
+                graphs[b] = (rate * b, p50, diff)
+            except Exception as e:  # a forward that cannot be captured says why
+                graphs[b] = f"{type(e).__name__}: {str(e)[:200]}"
+    return out, graphs
 
 
 def cpu_set(text):
@@ -258,10 +302,10 @@ def overhead(model, args, gpu, setup):
         batches = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= 2 * args.max_batch]
         _IN_PROCESS[model] = in_process(args.models / model / "1" / "model.pt", example,
                                         batches, device)
-    own = _IN_PROCESS[model]
+    own, graphs = _IN_PROCESS[model]
     best_batch = max(own, key=lambda b: own[b][0])
-    row = {"model": model, "setup": setup, "in_process": own, "best_batch": best_batch,
-           "runs": []}
+    row = {"model": model, "setup": setup, "in_process": own, "in_process_cuda_graphs": graphs,
+           "best_batch": best_batch, "runs": []}
     concurrency = args.concurrency or 2 * args.max_batch
     # Unbatched at 1 and at saturation vs batch 1; dynamic vs the largest batch it may form.
     for label, suffix, c, ref in (
@@ -316,6 +360,11 @@ def markdown(report):
             ip = r["in_process"]
             lines.append(f"| {r['model']} | {r['setup']} | in-process by batch: " + ", ".join(
                 f"{b}: {v[0]:.0f}/s {v[1]:.2f} ms" for b, v in ip.items()) + " | | | | | | | | | |")
+            graphs = r.get("in_process_cuda_graphs") or {}
+            if graphs:
+                lines.append(f"| {r['model']} | {r['setup']} | in-process, CUDA graphs: " + ", ".join(
+                    f"{b}: {v[0]:.0f}/s {v[1]:.2f} ms (max diff {v[2]:.1e})" if isinstance(v, tuple)
+                    else f"{b}: {v}" for b, v in graphs.items()) + " | | | | | | | | | |")
     return "\n".join(lines) + "\n"
 
 
