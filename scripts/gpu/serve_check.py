@@ -30,6 +30,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -208,14 +209,17 @@ def in_process(model_path, example, batches, device, seconds=0.5):
     leaves out)."""
     import torch
     torch.set_num_threads(len(os.sched_getaffinity(0)))  # the CPUs the servers have too
+    # Full float32, as GPU instances compute (gpu_device_cuda.cc turns TF32 off).
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     torch.ops.load_library(os.environ["GATESCOPE_OPS_LIB"])
     module = torch.jit.load(str(model_path), map_location=device).eval()
     out, graphs = {}, {}
     with torch.inference_mode():
+        hosts = {}
         for b in batches:
             host = example.expand(b, *example.shape[1:]).contiguous()
-            if device == "cuda":
-                host = host.pin_memory()
+            hosts[b] = host = host.pin_memory() if device == "cuda" else host
 
             def call():
                 y = module(host.to(device, non_blocking=True))
@@ -224,8 +228,8 @@ def in_process(model_path, example, batches, device, seconds=0.5):
                 call()
             rate, p50 = timed(call, seconds)
             out[b] = (rate * b, p50)
-            if device != "cuda":
-                continue
+        # After every eager size: a capture that fails cannot disturb those.
+        for b, host in hosts.items() if device == "cuda" else ():
             try:
                 replay, diff = graphed(torch, module, host, host.to(device))
                 rate, p50 = timed(replay, seconds)
@@ -299,7 +303,8 @@ def overhead(model, args, gpu, setup):
         pixels = decode_png(files[0].read_bytes()).astype(np.float32) / 255.0
         example = torch.from_numpy(pixels).view(1, 1, *pixels.shape)
         device = "cuda" if args.second_kind == "KIND_GPU" else "cpu"
-        batches = [b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= 2 * args.max_batch]
+        batches = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= 2 * args.max_batch}
+                         | {args.max_batch})
         _IN_PROCESS[model] = in_process(args.models / model / "1" / "model.pt", example,
                                         batches, device)
     own, graphs = _IN_PROCESS[model]
@@ -345,7 +350,8 @@ def markdown(report):
         fmt = (lambda v, f="{:.2f}": "-" if v is None else f.format(v))
         for r in report["overhead"]:
             if "error" in r:
-                lines.append(f"| {r['model']} | {r.get('setup', '')} | {r['error']} | | | | | | | | | |")
+                error = " ".join(str(r["error"]).split())  # one table row
+                lines.append(f"| {r['model']} | {r.get('setup', '')} | {error} | | | | | | | | | |")
                 continue
             for u in r["runs"]:
                 st = u["server"]
@@ -399,6 +405,9 @@ def main():
                          "default one, 'default='")
     ap.add_argument("--no-answers", action="store_true", help="only the overhead runs")
     args = ap.parse_args()
+    # The stage's time limit ends this script with SIGTERM: unwind, so that what was
+    # measured is written and the servers are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
     if args.server_cpus:
         os.sched_setaffinity(0, cpu_set(args.server_cpus))  # the servers inherit it
     setups = [x.partition("=")[::2] for x in args.setup] or [("default", "")]
@@ -434,9 +443,16 @@ def main():
         for name, flags in setups:
             run_dir = tmp / f"gpu_{name}_run"
             run_dir.mkdir()
-            servers[name] = server_harness.start_server(
-                run_dir, tmp / "gpu", extra=list(filter(None, flags.split(";"))),
-                env=server_env())
+            try:
+                # --torch_threads=0 undoes the harness's fixed count: the server's own default
+                # unless the setup names one.
+                servers[name] = server_harness.start_server(
+                    run_dir, tmp / "gpu", extra=["--torch_threads=0", *filter(None, flags.split(";"))],
+                    env=server_env())
+            except RuntimeError as e:  # this setup's server did not start; the others still run
+                report["overhead"].append({"model": "-", "setup": name,
+                                           "error": f"server did not start: {str(e)[-300:]}"})
+                continue
             for model in args.perf.split(","):
                 if not (args.models / model).exists():
                     continue
@@ -448,11 +464,14 @@ def main():
                 print(report["overhead"][-1], flush=True)
             stop(servers, name, report)
     finally:
+        # Written before and after the servers stop: a stop that outlives the stage's limit
+        # still leaves the figures.
+        args.json.write_text(json.dumps(report, indent=1, default=str))
+        args.json.with_suffix(".md").write_text(markdown(report))
         for side in list(servers):
             stop(servers, side, report)
         shutil.rmtree(tmp, ignore_errors=True)
         args.json.write_text(json.dumps(report, indent=1, default=str))
-        args.json.with_suffix(".md").write_text(markdown(report))
     print(markdown(report))
     answered = args.no_answers or (report["answers"] and all(r["ok"] for r in report["answers"]))
     measured = not any("error" in r for r in report["overhead"])

@@ -43,11 +43,19 @@ class GpuDevice final : public Device {
     return out;
   }
 
-  // Every output is queued into pinned memory on this stream and the stream is waited for
-  // once: a copy into pageable memory would block the thread for each output in turn.
+  // Every output on this device is queued into pinned memory on this stream and the stream
+  // is waited for once: a copy into pageable memory would block the thread for each output
+  // in turn. Outputs already on the CPU pass through; one on another device (a model that
+  // names its own) is copied with a wait of its own, since its copy would not be on this
+  // stream. The pinned blocks come from LibTorch's caching host allocator, which keeps them
+  // for reuse: host memory stays locked at the largest outputs seen.
   NamedTensors CopyOut(const NamedTensors& tensors) override {
     NamedTensors out;
     for (const auto& [name, t] : tensors) {
+      if (t.device() != device_) {
+        out.emplace(name, t.is_cpu() ? t : t.to(c10::kCPU));
+        continue;
+      }
       at::Tensor host = at::empty(t.sizes(), t.options().device(c10::kCPU).pinned_memory(true));
       host.copy_(t, /*non_blocking=*/true);
       out.emplace(name, std::move(host));

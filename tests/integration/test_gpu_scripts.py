@@ -152,3 +152,20 @@ def test_torchscript_reference_and_compat_agree_on_this_torch(tmp_path):
     assert set(result) == {"vit_fmnist", "dgt_wordnet"}
     for name, r in result.items():
         assert r["cpu"]["loaded"] and r["cpu"]["max_scaled"] <= 1e-4, (name, r)
+
+
+def test_a_setup_whose_server_does_not_start_is_reported_and_fails_the_run(tmp_path):
+    report = tmp_path / "serve.json"
+    done = subprocess.run(
+        [sys.executable, str(TOOL), "--build", str(BUILD), "--inputs", str(tmp_path),
+         "--models", str(models_dir(tmp_path, "vit_fmnist")), "--json", str(report),
+         "--second-kind", "KIND_CPU", "--perf", "none", "--no-answers",
+         "--setup", "bad=--forward_cpus=4095"],
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    rows = json.loads(report.read_text())["overhead"]
+    assert len(rows) == 1 and rows[0]["setup"] == "bad"
+    assert "did not start" in rows[0]["error"] and "forward_cpus" in rows[0]["error"]
+    table = report.with_suffix(".md").read_text()
+    row = [line for line in table.splitlines() if line.startswith("| - | bad |")]
+    assert len(row) == 1 and "server did not start:" in row[0] and row[0].endswith("|")
