@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The device validation in one command, run on a machine with an NVIDIA GPU, CUDA (nvcc) and
 # a CUDA PyTorch as python3, after scripts/gpu/prepare_carry.sh has written .gpu_carry/ on a
-# Debian 12 machine (the server's C++ dependencies, inputs, references, models). Stages, in
-# order of priority (docs/gpu.md), each bounded in time and independent of the others'
-# outcome (a failed stage is reported and the rest still run):
+# Debian 12 machine (the server's C++ dependencies, inputs, references, models). Stages
+# (run in this order, except that bench runs last, after serve), each bounded in time and
+# independent of the others' outcome (a failed stage is reported and the rest still run):
 #   facts    the machine: GPU, driver, torch, compilers
 #   build    op library + CUDA kernel tests against the device's CUDA LibTorch; the server
 #            and gatescope-perf against the same LibTorch and the carried packages
@@ -339,7 +339,8 @@ if wants kernels; then
 fi
 wants ops && run ops 200 bash -c op_tests
 if [ -n "$san_pid" ]; then wait "$san_pid"; cat "$OUT/.sanitizer.out"; fi
-wants bench && run bench 150 bash -c bench
+# compat while the server may still be building; the op benchmark (whose kernels were
+# measured on 2026-11-27 and have not changed) after serve, which issue 19 needs most.
 wants compat && run compat 90 bash -c compat
 if [ -n "$server_pid" ]; then
   wait "$server_pid"
@@ -354,6 +355,7 @@ if [ -n "$server_pid" ]; then
   fi
 fi
 wants serve && run serve 300 bash -c serve
+wants bench && run bench 150 bash -c bench
 note "- total: $(elapsed) s"
 # The tables, last, so that the end of the output carries them.
 {
