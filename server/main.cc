@@ -81,6 +81,10 @@ ABSL_FLAG(bool, early_batch_release, true,
 ABSL_FLAG(int, max_queue_delay_us, 0,
           "Default dynamic-batching delay: how long the oldest request may wait for a fuller "
           "batch, 0..60000000 (config.pbtxt overrides)");
+ABSL_FLAG(bool, cuda_graphs, false,
+          "GPU instances record each input shape's forward as a CUDA graph and replay it, "
+          "which saves the launch cost of models made of many small kernels; a model's "
+          "config.pbtxt `optimization { cuda { graphs: ... } }` overrides (docs/gpu.md)");
 ABSL_FLAG(int, instances, 1, "Default model instances (worker threads) per model, 1..64");
 ABSL_FLAG(int, drain_seconds, 10, "On SIGINT/SIGTERM, time allowed for in-flight calls");
 ABSL_FLAG(std::string, model_control, "none",
@@ -257,6 +261,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.defaults.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   o.defaults.early_batch_release = absl::GetFlag(FLAGS_early_batch_release);
   o.defaults.instances = absl::GetFlag(FLAGS_instances);
+  o.defaults.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
   o.explain_max_bytes = absl::GetFlag(FLAGS_explain_max_bytes);
   o.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);

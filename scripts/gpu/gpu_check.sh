@@ -273,16 +273,17 @@ compat() {
 # The server and gatescope-perf load the carried libraries; Python does not. The servers and
 # the in-process runs get the first half of the CPUs, gatescope-perf the second; the
 # overhead runs compare the server's defaults with its forward passes on two CPUs of their
-# own, with the four Torch threads that slowed DGViT there on 2026-11-28 and with one
-# (docs/gpu.md, "Serving overhead on the GPU"). GPU_CHECK_SERVE_ARGS is passed last: its
+# own and one Torch thread (four slowed DGViT there on 2026-11-28), and that again with
+# CUDA graphs recorded and replayed (--cuda_graphs; docs/gpu.md, "Serving overhead on the
+# GPU"). GPU_CHECK_SERVE_ARGS is passed last: its
 # --server-cpus or --client-cpus win, and any --setup in it replaces these setups.
 serve() {
   local python_ld=${LD_LIBRARY_PATH:-} n half
   n=$(nproc); half=$((n / 2))
   local cpus=(--server-cpus "0-$((half - 1))" --client-cpus "$half-$((n - 1))")
   [ "$half" -ge 2 ] || cpus=()
-  local setups=(--setup default= --setup "forward_cpus=--forward_cpus=0-1;--torch_threads=4"
-                --setup "forward_cpus_1_thread=--forward_cpus=0-1;--torch_threads=1")
+  local setups=(--setup default= --setup "forward_cpus_1_thread=--forward_cpus=0-1;--torch_threads=1"
+                --setup "cuda_graphs=--forward_cpus=0-1;--torch_threads=1;--cuda_graphs")
   [[ " ${GPU_CHECK_SERVE_ARGS:-} " =~ \ --setup[=\ ] ]] && setups=()
   use_sysroot
   GATESCOPE_SERVER_LD_LIBRARY_PATH=$LD_LIBRARY_PATH LD_LIBRARY_PATH=$python_ld \

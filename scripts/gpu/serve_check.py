@@ -21,6 +21,10 @@
    histograms (/metrics, before and after the run): time per request in the queue and in
    all, and per execution preparing inputs, in the model and delivering outputs, with the
    mean batch formed; beside it the in-process forward of the nearest batch size.
+3. CUDA graphs: a setup whose flags include --cuda_graphs reports, per model, how many
+   graphs its server recorded (or why recording was turned off) and, after the overhead
+   runs, checks its answers (by then mostly replays of recorded graphs) against the CPU
+   server's from step 1.
 Writes --json and a markdown table next to it (.md); exits 1 when an answer differs.
 """
 import argparse
@@ -148,6 +152,7 @@ def check_answers(model, clients, inputs_dir, input_name):
         with cf.ThreadPoolExecutor(len(items)) as pool:
             alone = list(pool.map(lambda x: client.infer(model, {input_name: np.array([x], dtype=object)}), items))
         results[side] = together, alone
+    _CPU_ANSWERS[model] = results["cpu"]
     errs = {}
     if results["cpu"][0] is not None and results["gpu"][0] is not None:
         errs = compare(results["cpu"][0], results["gpu"][0])
@@ -164,6 +169,39 @@ def check_answers(model, clients, inputs_dir, input_name):
              for name, e in errs.items())
     return {"model": model, "inputs": f"{len(items)} {kind}", "ok": ok and not notes,
             "errors": errs, "notes": notes}
+
+
+# The CPU server's answers of step 1, by model: (the batch call or None, each alone).
+_CPU_ANSWERS = {}
+
+
+def graph_report(log_part):
+    """What a --cuda_graphs server's log says: graphs recorded and why recording stopped."""
+    return {"recorded": log_part.count("recorded a CUDA graph"),
+            "off": [line.split("] ", 1)[-1][:300] for line in log_part.splitlines()
+                    if "CUDA graphs off" in line]}
+
+
+def check_graph_answers(model, client, inputs_dir):
+    """The answers of a --cuda_graphs server against the CPU server's. The batch call is
+    repeated so that its shape runs eagerly, is recorded and is then replayed; the calls
+    alone form batches of the sizes the overhead runs recorded."""
+    cpu_together, cpu_alone = _CPU_ANSWERS[model]
+    _, items = inputs_for(model, inputs_dir)
+    input_name = client._json("GET", client._model_path(model, ""))["inputs"][0]["name"]
+    errs = {}
+    if cpu_together is not None:
+        for _ in range(4):
+            together = client.infer(model, {input_name: np.array(items, dtype=object)})
+        errs = compare(cpu_together, together)
+    with cf.ThreadPoolExecutor(len(items)) as pool:
+        alone = list(pool.map(lambda x: client.infer(model, {input_name: np.array([x], dtype=object)}), items))
+    for c, g in zip(cpu_alone, alone):
+        for name, e in compare(c, g).items():
+            errs[name] = max(errs.get(name, 0.0), e)
+    floating = {name for name, a in cpu_alone[0].items() if a.dtype.kind == "f"}
+    ok = all(e <= (FLOAT_TOLERANCE if name in floating else 0.0) for name, e in errs.items())
+    return {"ok": ok, "errors": errs}
 
 
 def timed(call, seconds):
@@ -366,6 +404,15 @@ def markdown(report):
             ip = r["in_process"]
             lines.append(f"| {r['model']} | {r['setup']} | in-process by batch: " + ", ".join(
                 f"{b}: {v[0]:.0f}/s {v[1]:.2f} ms" for b, v in ip.items()) + " | | | | | | | | | |")
+            if "cuda_graphs" in r:
+                g = r["cuda_graphs"]
+                answers = r.get("graph_answers")
+                said = (f"{g['recorded']} graphs recorded" + (f"; off: {g['off'][0]}" if g["off"] else "")
+                        + ("" if answers is None else
+                           f"; answers vs CPU {'ok' if answers['ok'] else 'DIFFER'}, worst "
+                           f"{max(answers['errors'].values(), default=0.0):.1e}"))
+                lines.append(f"| {r['model']} | {r['setup']} | server CUDA graphs: "
+                             f"{' '.join(said.split())} | | | | | | | | | |")
             graphs = r.get("in_process_cuda_graphs") or {}
             if graphs:
                 lines.append(f"| {r['model']} | {r['setup']} | in-process, CUDA graphs: " + ", ".join(
@@ -453,11 +500,20 @@ def main():
                 report["overhead"].append({"model": "-", "setup": name,
                                            "error": f"server did not start: {str(e)[-300:]}"})
                 continue
+            graphs = "--cuda_graphs" in flags.split(";")
             for model in args.perf.split(","):
                 if not (args.models / model).exists():
                     continue
+                log_from = len(servers[name].log())
                 try:
                     report["overhead"].append(overhead(model, args, servers[name], name))
+                    row = report["overhead"][-1]
+                    if graphs and model in _CPU_ANSWERS:
+                        row["graph_answers"] = check_graph_answers(
+                            model, Client(f"http://127.0.0.1:{servers[name].http_port}", timeout=120),
+                            args.inputs)
+                    if graphs:
+                        row["cuda_graphs"] = graph_report(servers[name].log()[log_from:])
                 except Exception as e:
                     report["overhead"].append({"model": model, "setup": name,
                                                "error": f"{type(e).__name__}: {str(e)[:300]}"})
@@ -474,7 +530,8 @@ def main():
         args.json.write_text(json.dumps(report, indent=1, default=str))
     print(markdown(report))
     answered = args.no_answers or (report["answers"] and all(r["ok"] for r in report["answers"]))
-    measured = not any("error" in r for r in report["overhead"])
+    measured = not any("error" in r or not r.get("graph_answers", {"ok": True})["ok"]
+                       for r in report["overhead"])
     return 0 if answered and measured else 1
 
 

@@ -13,6 +13,9 @@ struct InstanceSpec {
   Kind kind = Kind::kCpu;
   int device = 0;    // GPU index (kGpu only)
   std::string name;  // "<group name>_<i>", for logs
+  // kGpu only: record each input shape's forward as a CUDA graph and replay it
+  // (config.pbtxt `optimization { cuda { graphs: true } }`, or --cuda_graphs).
+  bool cuda_graphs = false;
 };
 
 // "CPU" or "GPU <device>".

@@ -133,7 +133,8 @@ absl::StatusOr<DynamicBatchingConfig> MakeBatching(const ServingDefaults& defaul
 
 // One spec per instance of the resolved groups; INVALID_ARGUMENT unless there are
 // 1..kMaxInstances.
-absl::StatusOr<std::vector<InstanceSpec>> ExpandInstances(const std::vector<Group>& groups) {
+absl::StatusOr<std::vector<InstanceSpec>> ExpandInstances(const std::vector<Group>& groups,
+                                                          bool cuda_graphs) {
   int64_t total = 0;
   for (const Group& g : groups) {
     total += int64_t{g.count()} * (g.kind() == Group::KIND_GPU ? g.gpus_size() : 1);
@@ -151,6 +152,7 @@ absl::StatusOr<std::vector<InstanceSpec>> ExpandInstances(const std::vector<Grou
         InstanceSpec spec;
         spec.kind = gpu ? InstanceSpec::Kind::kGpu : InstanceSpec::Kind::kCpu;
         spec.device = device;
+        spec.cuda_graphs = gpu && cuda_graphs;
         spec.name = absl::StrCat(g.name(), "_", out.size());
         out.push_back(std::move(spec));
       }
@@ -168,7 +170,10 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
   ServingPlan plan;
   GS_ASSIGN_OR_RETURN(plan.batching, MakeBatching(defaults, model_max_batch_size, overrides));
   GS_ASSIGN_OR_RETURN(plan.groups, ResolveGroups(defaults, overrides, devices));
-  GS_ASSIGN_OR_RETURN(plan.instances, ExpandInstances(plan.groups));
+  const bool cuda_graphs = overrides.optimization().has_cuda()
+                               ? overrides.optimization().cuda().graphs()
+                               : defaults.cuda_graphs;
+  GS_ASSIGN_OR_RETURN(plan.instances, ExpandInstances(plan.groups, cuda_graphs));
   return plan;
 }
 

@@ -21,6 +21,9 @@ struct ServingDefaults {
   // DynamicBatchingConfig::idle_poll of every model (the server sets it only when the
   // forward passes have CPUs of their own).
   absl::Duration idle_poll = absl::ZeroDuration();
+  // InstanceSpec::cuda_graphs of GPU instances of models whose config.pbtxt has no
+  // `optimization { cuda { ... } }` block.
+  bool cuda_graphs = false;
 };
 
 struct ServingPlan {
@@ -37,6 +40,9 @@ struct ServingPlan {
 absl::StatusOr<::gatescope::v1::ServingConfig> ParseServingConfig(std::string_view text);
 
 // Combines server defaults, the archive's max_batch_size (0: none) and the overrides.
+// GPU instances get cuda_graphs from config.pbtxt's `optimization.cuda.graphs` when the
+// `cuda` block is there, else from the defaults; CPU instances never (Triton, too, leaves
+// the setting to the backends that can use it).
 // instance_group follows Triton: KIND_CPU `count` instances; KIND_GPU `count` on each of
 // `gpus` (empty: each of the `devices.gpus` visible GPUs); KIND_AUTO as KIND_GPU when a GPU
 // is visible, else as KIND_CPU. INVALID_ARGUMENT for out-of-range values or KIND_MODEL;

@@ -16,7 +16,7 @@ class CpuDevice final : public Device {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Device>> OpenDevice(const InstanceSpec& spec) {
-  if (spec.kind == InstanceSpec::Kind::kGpu) return OpenGpuDevice(spec.device);
+  if (spec.kind == InstanceSpec::Kind::kGpu) return OpenGpuDevice(spec);
   return std::unique_ptr<Device>(std::make_unique<CpuDevice>());
 }
 

@@ -4,9 +4,11 @@
 // reason).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
 
 #include "absl/status/statusor.h"
@@ -35,6 +37,17 @@ class Device {
   // Tensors on the device back as CPU tensors; waits for the instance's stream. Call
   // inside a scope.
   virtual NamedTensors CopyOut(const NamedTensors& tensors) = 0;
+
+  // A model's forward over inputs already on this device.
+  using Forward = std::function<c10::IValue(const ModelInputs& on_device)>;
+  // `forward` over `inputs` (CPU tensors) copied onto this device. Call inside a scope. A
+  // GPU instance with CUDA graphs (InstanceSpec::cuda_graphs) may instead replay a graph
+  // recorded from an earlier call whose inputs had the same shapes; the result's tensors
+  // then belong to that graph and are rewritten by this device's next Run, so take them
+  // out (CopyOut) first.
+  virtual c10::IValue Run(const ModelInputs& inputs, const Forward& forward) {
+    return forward(CopyIn(inputs));
+  }
 };
 
 // The device `spec` names. The CPU always opens; a GPU only with a CUDA LibTorch and that

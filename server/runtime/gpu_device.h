@@ -9,9 +9,9 @@
 
 namespace gatescope {
 
-// GPU `index` with its own stream from LibTorch's pool; UNAVAILABLE when it cannot be
-// used.
-absl::StatusOr<std::unique_ptr<Device>> OpenGpuDevice(int index);
+// GPU `spec.device` with its own stream from LibTorch's pool, recording CUDA graphs when
+// `spec.cuda_graphs`; UNAVAILABLE when it cannot be used.
+absl::StatusOr<std::unique_ptr<Device>> OpenGpuDevice(const InstanceSpec& spec);
 
 // How many GPUs are visible, and why none when none is.
 DeviceInventory VisibleGpus();

@@ -2,13 +2,27 @@
 // only with such a LibTorch; CI compiles it (no link, no device) against LibTorch's own
 // CUDA headers so that it at least stays well-formed.
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/version.h>
 
+#include <string>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/log.h"
+#include "server/runtime/cuda_graph_policy.h"
 #include "server/runtime/gpu_device.h"
+
+// LibTorch 2.1 added the capture mode to CUDAGraph::capture_begin; the allocator calls
+// that end a failed capture's pool are those of the later 2.x releases. GPU servers build
+// against 2.x; LibTorch 1.13 (Debian's, CPU only) only compiles this file.
+#define GATESCOPE_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||            \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace gatescope {
 namespace {
@@ -21,12 +35,23 @@ class StreamScope final : public DeviceScope {
   c10::cuda::CUDAStreamGuard guard_;  // sets the device and its current stream
 };
 
+// A forward recorded as a CUDA graph: the device inputs it reads (refilled before each
+// replay), the graph, and what the forward returned while it was recorded (tensors the
+// graph rewrites on each replay).
+struct RecordedForward {
+  ModelInputs inputs;
+  at::cuda::CUDAGraph graph;
+  c10::IValue output;
+};
+
 // One instance's GPU: a stream of its own from the pool, so instances on one GPU overlap.
 class GpuDevice final : public Device {
  public:
-  explicit GpuDevice(int index)
-      : device_(c10::kCUDA, static_cast<c10::DeviceIndex>(index)),
-        stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index())) {}
+  explicit GpuDevice(const InstanceSpec& spec)
+      : name_(spec.name),
+        device_(c10::kCUDA, static_cast<c10::DeviceIndex>(spec.device)),
+        stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index())),
+        graphs_(spec.cuda_graphs) {}
 
   c10::Device torch_device() const override { return device_; }
 
@@ -64,25 +89,139 @@ class GpuDevice final : public Device {
     return out;
   }
 
+  c10::IValue Run(const ModelInputs& inputs, const Forward& forward) override {
+    if (!graphs_) return forward(CopyIn(inputs));
+    const std::string key = CudaGraphPolicy::ShapeKey(inputs);
+    switch (policy_.Next(key)) {
+      case CudaGraphPolicy::Action::kReplay:
+        return Replay(*recorded_.at(key), inputs);
+      case CudaGraphPolicy::Action::kRecord:
+        return Record(key, inputs, forward);
+      case CudaGraphPolicy::Action::kEager:
+        if (policy_.full() && !said_full_) {
+          said_full_ = true;
+          GS_LOG(INFO) << name_ << ": " << policy_.graphs()
+                       << " CUDA graphs recorded, the most one instance keeps; inputs of "
+                          "other shapes run without one";
+        }
+        break;
+    }
+    return forward(CopyIn(inputs));
+  }
+
  private:
+  c10::IValue Replay(RecordedForward& recorded, const ModelInputs& inputs) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      recorded.inputs[i].copy_(inputs[i].pin_memory(), /*non_blocking=*/true);
+    }
+    recorded.graph.replay();
+    return recorded.output;
+  }
+
+  // Answers the call eagerly, then records the same forward on the same inputs. The eager
+  // call just before the recording lets whatever the forward sets up for this shape
+  // (TorchScript's plan, library workspaces) happen outside it; the recording itself only
+  // captures launches, so the call's answer is the eager one.
+  c10::IValue Record(const std::string& key, const ModelInputs& inputs, const Forward& forward) {
+    auto recorded = std::make_unique<RecordedForward>();
+    recorded->inputs = CopyIn(inputs);
+    c10::IValue answer = forward(recorded->inputs);
+    std::string failure;
+    try {
+      // Graphs of one instance share a memory pool. That is safe because this instance
+      // replays one graph at a time, on its one stream, and its caller takes each replay's
+      // outputs out before the next: a later graph may reuse an earlier one's
+      // intermediates, never outputs that are still to be read. The recorded inputs are
+      // allocated before the capture, outside the pool.
+      if (pool_.first == 0 && pool_.second == 0) pool_ = at::cuda::graph_pool_handle();
+#if GATESCOPE_TORCH_AT_LEAST(2, 1)
+      // Thread-local: the other instances' threads may go on allocating while this one
+      // records (the global mode would make their cudaMalloc calls fail).
+      recorded->graph.capture_begin(pool_, cudaStreamCaptureModeThreadLocal);
+#else
+      recorded->graph.capture_begin(pool_);
+#endif
+      try {
+        recorded->output = forward(recorded->inputs);
+      } catch (const c10::Error& e) {
+        failure = e.what_without_backtrace();
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      if (failure.empty()) {
+        recorded->graph.capture_end();
+      } else {
+        EndFailedCapture(recorded->graph);
+      }
+    } catch (const c10::Error& e) {
+      if (failure.empty()) failure = e.what_without_backtrace();
+    } catch (const std::exception& e) {
+      if (failure.empty()) failure = e.what();
+    }
+    if (!failure.empty()) {
+      policy_.Failed(failure);
+      GS_LOG(WARNING) << name_ << ": CUDA graphs off for this instance, its forward could not "
+                      << "be recorded for inputs " << key << ": " << failure.substr(0, 400);
+      return answer;
+    }
+    policy_.Recorded(key);
+    recorded_.emplace(key, std::move(recorded));
+    GS_LOG(INFO) << name_ << ": recorded a CUDA graph for inputs " << key << " ("
+                 << policy_.graphs() << " so far)";
+    return answer;
+  }
+
+  // Ends the stream capture a failed forward left open, and the allocator's routing of
+  // this stream's allocations into the pool, which capture_end skips when the capture was
+  // invalidated. Every step may fail on its own; what could be ended is ended.
+  void EndFailedCapture(at::cuda::CUDAGraph& graph) {
+    bool ended = false;
+    try {
+      graph.capture_end();
+      ended = true;  // the graph's destructor releases the pool
+    } catch (const std::exception&) {
+    }
+#if GATESCOPE_TORCH_AT_LEAST(2, 5)
+    if (!ended) {
+      try {
+        c10::cuda::CUDACachingAllocator::endAllocateToPool(device_.index(), pool_);
+      } catch (const std::exception&) {
+      }
+      try {
+        c10::cuda::CUDACachingAllocator::releasePool(device_.index(), pool_);
+      } catch (const std::exception&) {
+      }
+    }
+#else
+    (void)ended;
+#endif
+  }
+
+  const std::string name_;
   const c10::Device device_;
   c10::cuda::CUDAStream stream_;
+  // CUDA graphs (only when graphs_): which shapes are recorded, and their graphs.
+  const bool graphs_;
+  CudaGraphPolicy policy_{CudaGraphPolicy::Limits{}};
+  std::unordered_map<std::string, std::unique_ptr<RecordedForward>> recorded_;
+  decltype(at::cuda::graph_pool_handle()) pool_{0, 0};  // set at the first recording
+  bool said_full_ = false;
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Device>> OpenGpuDevice(int index) {
+absl::StatusOr<std::unique_ptr<Device>> OpenGpuDevice(const InstanceSpec& spec) {
   const int visible = c10::cuda::device_count();
-  if (index < 0 || index >= visible) {
+  if (spec.device < 0 || spec.device >= visible) {
     return absl::UnavailableError(
-        absl::StrCat("GPU ", index, " is not available (", visible, " visible)"));
+        absl::StrCat("GPU ", spec.device, " is not available (", visible, " visible)"));
   }
   // GPU instances compute in full float32, as CPU instances do: LibTorch's default lets
   // cuDNN convolutions round their inputs to TF32, which moved served logits by up to
   // 4.5e-3 from the CPU server's on an H200 (docs/benchmarks.md, "GPU"). Process-wide.
   at::globalContext().setAllowTF32CuDNN(false);
   at::globalContext().setAllowTF32CuBLAS(false);
-  return std::unique_ptr<Device>(std::make_unique<GpuDevice>(index));
+  return std::unique_ptr<Device>(std::make_unique<GpuDevice>(spec));
 }
 
 DeviceInventory VisibleGpus() {

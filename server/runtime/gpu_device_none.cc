@@ -9,8 +9,8 @@ constexpr char kNoCuda[] = "this server's LibTorch was built without CUDA";
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Device>> OpenGpuDevice(int index) {
-  return absl::UnavailableError(absl::StrCat("GPU ", index, " cannot be used: ", kNoCuda));
+absl::StatusOr<std::unique_ptr<Device>> OpenGpuDevice(const InstanceSpec& spec) {
+  return absl::UnavailableError(absl::StrCat(DeviceName(spec), " cannot be used: ", kNoCuda));
 }
 
 DeviceInventory VisibleGpus() { return {0, kNoCuda}; }

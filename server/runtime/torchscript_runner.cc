@@ -94,8 +94,10 @@ absl::StatusOr<NamedTensors> TorchScriptRunner::Predict(const ModelInputs& input
   return Caught("model", [&]() -> absl::StatusOr<NamedTensors> {
     c10::InferenceMode mode;
     const auto scope = impl_->device->Enter();
-    auto out = TensorDict(impl_->module.forward(Arguments(impl_->device->CopyIn(inputs))),
-                          BatchOf(inputs), "model forward()");
+    auto forward = [this](const ModelInputs& on_device) {
+      return impl_->module.forward(Arguments(on_device));
+    };
+    auto out = TensorDict(impl_->device->Run(inputs, forward), BatchOf(inputs), "model forward()");
     if (!out.ok()) return out.status();
     return impl_->device->CopyOut(*out);
   });

@@ -87,6 +87,12 @@ class FakeClient:
     def __init__(self, shift=0.0, flip=False):
         self.shift, self.flip = shift, flip
 
+    def _model_path(self, model, version):
+        return f"/v2/models/{model}"
+
+    def _json(self, method, path):  # KServe model metadata
+        return {"inputs": [{"name": "input"}]}
+
     def infer(self, model, inputs):
         n = len(next(iter(inputs.values())))
         mask = np.zeros((n, 64, 64), dtype=np.uint8)  # one item: under 1e-3 of them
@@ -106,6 +112,54 @@ def test_answers_ok_needs_close_floats_and_equal_integers(tmp_path):
     assert not loose["ok"] and loose["errors"]["logits"] > 1e-3
     flipped = check(FakeClient(flip=True))
     assert not flipped["ok"] and 0 < flipped["errors"]["mask"] < 1e-3
+
+
+def test_graph_answers_are_checked_against_the_cpu_servers(tmp_path):
+    (tmp_path / "fmnist").mkdir()
+    for i in range(2):
+        (tmp_path / "fmnist" / f"{i}.png").write_bytes(b"stand-in")
+    serve_check.check_answers("vit_fmnist", {"cpu": FakeClient(), "gpu": FakeClient()},
+                              tmp_path, "input")  # keeps the CPU server's answers
+    assert serve_check.check_graph_answers("vit_fmnist", FakeClient(shift=1e-5), tmp_path)["ok"]
+    off = serve_check.check_graph_answers("vit_fmnist", FakeClient(shift=1e-2), tmp_path)
+    assert not off["ok"] and off["errors"]["logits"] > 1e-3
+    assert not serve_check.check_graph_answers("vit_fmnist", FakeClient(flip=True), tmp_path)["ok"]
+
+
+def test_graph_report_counts_recordings_and_keeps_why_they_stopped():
+    log = ("[gatescope INFO] group0_0: recorded a CUDA graph for inputs Float[1,1,28,28] (1 so far)\n"
+           "[gatescope INFO] group0_0: recorded a CUDA graph for inputs Float[4,1,28,28] (2 so far)\n"
+           "[gatescope WARNING] group0_1: CUDA graphs off for this instance, its forward could "
+           "not be recorded for inputs Float[2,1,28,28]: operation not permitted\n")
+    got = serve_check.graph_report(log)
+    assert got["recorded"] == 2
+    assert got["off"] == ["group0_1: CUDA graphs off for this instance, its forward could not "
+                          "be recorded for inputs Float[2,1,28,28]: operation not permitted"]
+    assert serve_check.graph_report("") == {"recorded": 0, "off": []}
+
+
+def test_a_cuda_graphs_setup_reports_recordings_and_checks_its_answers(tmp_path):
+    """A dry run on CPU instances, which never record graphs: the setup's rows say so, and
+    its answers after the overhead runs equal the CPU server's (two inputs: a batch call
+    within --max-batch)."""
+    inputs = tmp_path / "inputs"
+    subprocess.run(["/usr/bin/python3", str(REPO / "models/tools/write_fashion_mnist_png.py"),
+                    "--out", str(inputs / "fmnist"), "--count", "2"], check=True,
+                   capture_output=True, timeout=120)
+    report = tmp_path / "serve.json"
+    done = subprocess.run(
+        [sys.executable, str(TOOL), "--build", str(BUILD), "--inputs", str(inputs),
+         "--models", str(models_dir(tmp_path, "vit_fmnist")), "--json", str(report),
+         "--second-kind", "KIND_CPU", "--perf", "vit_fmnist", "--max-batch", "2",
+         "--setup", "graphs=--torch_threads=1;--cuda_graphs"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "GATESCOPE_OPS_LIB": str(BUILD / "models/ops/libgatescope_ops.so")})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (row,) = json.loads(report.read_text())["overhead"]
+    assert row["setup"] == "graphs" and row["cuda_graphs"] == {"recorded": 0, "off": []}
+    assert row["graph_answers"]["ok"] and max(row["graph_answers"]["errors"].values()) <= 1e-5
+    table = report.with_suffix(".md").read_text()
+    assert "| vit_fmnist | graphs | server CUDA graphs: 0 graphs recorded; answers vs CPU ok" in table
 
 
 def test_cpu_against_cpu_run_finds_equal_answers(tmp_path):

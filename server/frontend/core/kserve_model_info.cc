@@ -76,7 +76,8 @@ void FillParameters(const ModelConfig& config,
 }
 
 // Triton's model configuration of a ready model: its tensors, the instance groups as
-// resolved (KIND_CPU, or KIND_GPU with its GPUs) and the batching in effect.
+// resolved (KIND_CPU, or KIND_GPU with its GPUs), the batching in effect and whether GPU
+// instances replay CUDA graphs.
 void FillModelConfig(const ServedModel& model, kv::ModelConfig* c) {
   c->set_name(model.name);
   c->set_platform(kPlatform);
@@ -95,6 +96,9 @@ void FillModelConfig(const ServedModel& model, kv::ModelConfig* c) {
     for (int64_t d : declared.shape) out->add_dims(d);
   }
   for (const auto& group : model.plan.groups) *c->add_instance_group() = group;
+  for (const InstanceSpec& instance : model.plan.instances) {
+    if (instance.cuda_graphs) c->mutable_optimization()->mutable_cuda()->set_graphs(true);
+  }
   FillDynamicBatching(model.plan.batching, c->mutable_dynamic_batching());
   FillParameters(model.config, c->mutable_parameters());
 }

@@ -137,6 +137,29 @@ TEST_F(ServerTest, AGpuModelIsUnavailableWithItsReasonAndTheOthersServe) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+TEST_F(ServerTest, ModelConfigSaysWhichModelsReplayCudaGraphs) {
+  loader_.SetGpus(1);
+  AddModel("graphed", "instance_group { kind: KIND_GPU } optimization { cuda { graphs: true } }");
+  AddModel("graphs_on_cpu", "instance_group { kind: KIND_CPU } optimization { cuda { graphs: true } }");
+  auto server = Server::Start(Options(), {&loader_, nullptr});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto kserve = ::inference::GRPCInferenceService::NewStub(Connect((*server)->grpc_port()));
+  auto graphs = [&](const std::string& model) {
+    ::inference::ModelConfigRequest request;
+    request.set_name(model);
+    ::inference::ModelConfigResponse config;
+    const grpc::Status st =
+        WithDeadline([&](auto* c) { return kserve->ModelConfig(c, request, &config); });
+    EXPECT_TRUE(st.ok()) << model << ": " << st.error_message();
+    return config.config().optimization().cuda().graphs();
+  };
+  EXPECT_TRUE(graphs("graphed"));
+  EXPECT_FALSE(graphs("graphs_on_cpu"));  // only GPU instances record graphs
+  EXPECT_FALSE(graphs("m"));
+  (*server)->Shutdown();
+  (*server)->Wait();
+}
+
 TEST_F(ServerTest, RefusesBadOptionsAndAMissingRepository) {
   ServerOptions bad = Options();
   bad.grpc_port = 70000;

@@ -128,5 +128,37 @@ TEST(ServingConfigTest, InstanceGroupsFollowTritonOnDevices) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ServingConfigTest, CudaGraphsFollowTheModelOverTheServerAndOnlyOnGpus) {
+  DeviceInventory one_gpu{1, ""};
+  auto groups = [](std::string extra) {
+    return ParseServingConfig(
+               "instance_group { kind: KIND_GPU } instance_group { kind: KIND_CPU } " + extra)
+        .value();
+  };
+  auto graphs = [&](const ServingDefaults& defaults, const std::string& extra) {
+    const ServingPlan plan = MakeServingPlan(defaults, 0, groups(extra), one_gpu).value();
+    std::vector<bool> out;
+    for (const InstanceSpec& s : plan.instances) out.push_back(s.cuda_graphs);
+    return out;
+  };
+  ServingDefaults off, on;
+  on.cuda_graphs = true;
+  // Without a `cuda` block the server's default holds, for the GPU instance only.
+  EXPECT_EQ(graphs(off, ""), (std::vector<bool>{false, false}));
+  EXPECT_EQ(graphs(on, ""), (std::vector<bool>{true, false}));
+  EXPECT_EQ(graphs(on, "optimization { }"), (std::vector<bool>{true, false}));
+  // The model's block wins either way, even when it leaves graphs at false.
+  EXPECT_EQ(graphs(off, "optimization { cuda { graphs: true } }"),
+            (std::vector<bool>{true, false}));
+  EXPECT_EQ(graphs(on, "optimization { cuda { graphs: false } }"),
+            (std::vector<bool>{false, false}));
+  EXPECT_EQ(graphs(on, "optimization { cuda { } }"), (std::vector<bool>{false, false}));
+  // Triton's other optimization settings are not read, and say so.
+  EXPECT_EQ(ParseServingConfig("optimization { cuda { busy_wait_events: true } }").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseServingConfig("optimization { priority: PRIORITY_MAX }").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gatescope
