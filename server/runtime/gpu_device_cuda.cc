@@ -11,6 +11,7 @@
 
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/common/log.h"
@@ -18,8 +19,9 @@
 #include "server/runtime/gpu_device.h"
 
 // LibTorch 2.1 added the capture mode to CUDAGraph::capture_begin; the allocator calls
-// that end a failed capture's pool are those of the later 2.x releases. GPU servers build
-// against 2.x; LibTorch 1.13 (Debian's, CPU only) only compiles this file.
+// that end a failed capture's pool are those of 2.5-2.11 (EndFailedCapture). GPU servers
+// build against 2.x (2.11 on the device machines); LibTorch 1.13 (Debian's, CPU only) only
+// compiles this file.
 #define GATESCOPE_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) ||            \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
@@ -126,14 +128,14 @@ class GpuDevice final : public Device {
     auto recorded = std::make_unique<RecordedForward>();
     recorded->inputs = CopyIn(inputs);
     c10::IValue answer = forward(recorded->inputs);
+    // Graphs of one instance share a memory pool. That is safe because this instance
+    // replays one graph at a time, on its one stream, and its caller takes each replay's
+    // outputs out before the next: a later graph may reuse an earlier one's intermediates,
+    // never outputs that are still to be read. The recorded inputs are allocated before
+    // the capture, outside the pool.
+    if (pool_.first == 0 && pool_.second == 0) pool_ = at::cuda::graph_pool_handle();
     std::string failure;
     try {
-      // Graphs of one instance share a memory pool. That is safe because this instance
-      // replays one graph at a time, on its one stream, and its caller takes each replay's
-      // outputs out before the next: a later graph may reuse an earlier one's
-      // intermediates, never outputs that are still to be read. The recorded inputs are
-      // allocated before the capture, outside the pool.
-      if (pool_.first == 0 && pool_.second == 0) pool_ = at::cuda::graph_pool_handle();
 #if GATESCOPE_TORCH_AT_LEAST(2, 1)
       // Thread-local: the other instances' threads may go on allocating while this one
       // records (the global mode would make their cudaMalloc calls fail).
@@ -141,60 +143,61 @@ class GpuDevice final : public Device {
 #else
       recorded->graph.capture_begin(pool_);
 #endif
-      try {
-        recorded->output = forward(recorded->inputs);
-      } catch (const c10::Error& e) {
-        failure = e.what_without_backtrace();
-      } catch (const std::exception& e) {
-        failure = e.what();
-      }
-      if (failure.empty()) {
-        recorded->graph.capture_end();
-      } else {
-        EndFailedCapture(recorded->graph);
-      }
+      recorded->output = forward(recorded->inputs);
+      recorded->graph.capture_end();
     } catch (const c10::Error& e) {
-      if (failure.empty()) failure = e.what_without_backtrace();
+      failure = e.what_without_backtrace();
     } catch (const std::exception& e) {
-      if (failure.empty()) failure = e.what();
+      failure = e.what();
     }
-    if (!failure.empty()) {
-      policy_.Failed(failure);
-      GS_LOG(WARNING) << name_ << ": CUDA graphs off for this instance, its forward could not "
-                      << "be recorded for inputs " << key << ": " << failure.substr(0, 400);
+    if (failure.empty()) {
+      policy_.Recorded(key);
+      recorded_.emplace(key, std::move(recorded));
+      GS_LOG(INFO) << name_ << ": recorded a CUDA graph for inputs " << key << " ("
+                   << policy_.graphs() << " so far)";
       return answer;
     }
-    policy_.Recorded(key);
-    recorded_.emplace(key, std::move(recorded));
-    GS_LOG(INFO) << name_ << ": recorded a CUDA graph for inputs " << key << " ("
-                 << policy_.graphs() << " so far)";
+    EndFailedCapture();
+    // Kept until the device closes: LibTorch's allocators may still hold a filter that
+    // points at this graph, and destroying a failed graph can release the stream's cuBLAS
+    // workspace, whose address the graphs recorded before are replaying.
+    failed_recordings_.push_back(std::move(recorded));
+    policy_.Failed(failure);
+    GS_LOG(WARNING) << name_ << ": CUDA graphs off for this instance, its forward could not "
+                    << "be recorded for inputs " << key << ": " << failure.substr(0, 400);
     return answer;
   }
 
-  // Ends the stream capture a failed forward left open, and the allocator's routing of
-  // this stream's allocations into the pool, which capture_end skips when the capture was
-  // invalidated. Every step may fail on its own; what could be ended is ended.
-  void EndFailedCapture(at::cuda::CUDAGraph& graph) {
-    bool ended = false;
+  // After a failed recording: ends the stream capture if it is still open (a forward that
+  // threw mid-capture), then, where LibTorch leaves it so (2.11: capture_end throws before
+  // it), stops routing this stream's allocations into the pool and gives back the
+  // recording's reference to it. Whether the routing was still on decides the release, so
+  // a LibTorch that already released does not release twice. Later releases clean up in
+  // CUDAGraph::reset, when the device closes. Every step may fail on its own.
+  void EndFailedCapture() {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream_.stream(), &status) == cudaSuccess &&
+        status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;
+      if (cudaStreamEndCapture(stream_.stream(), &partial) == cudaSuccess && partial != nullptr) {
+        cudaGraphDestroy(partial);
+      }
+    }
+#if GATESCOPE_TORCH_AT_LEAST(2, 5) && !GATESCOPE_TORCH_AT_LEAST(2, 12)
+    bool routing_ended = false;
     try {
-      graph.capture_end();
-      ended = true;  // the graph's destructor releases the pool
+      c10::cuda::CUDACachingAllocator::endAllocateToPool(device_.index(), pool_);
+      routing_ended = true;
     } catch (const std::exception&) {
     }
-#if GATESCOPE_TORCH_AT_LEAST(2, 5)
-    if (!ended) {
-      try {
-        c10::cuda::CUDACachingAllocator::endAllocateToPool(device_.index(), pool_);
-      } catch (const std::exception&) {
-      }
+    if (routing_ended) {
       try {
         c10::cuda::CUDACachingAllocator::releasePool(device_.index(), pool_);
       } catch (const std::exception&) {
       }
     }
-#else
-    (void)ended;
 #endif
+    (void)cudaGetLastError();  // an error of the broken capture must not surface later
   }
 
   const std::string name_;
@@ -204,6 +207,7 @@ class GpuDevice final : public Device {
   const bool graphs_;
   CudaGraphPolicy policy_{CudaGraphPolicy::Limits{}};
   std::unordered_map<std::string, std::unique_ptr<RecordedForward>> recorded_;
+  std::vector<std::unique_ptr<RecordedForward>> failed_recordings_;
   decltype(at::cuda::graph_pool_handle()) pool_{0, 0};  // set at the first recording
   bool said_full_ = false;
 };
