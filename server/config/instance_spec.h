@@ -16,6 +16,9 @@ struct InstanceSpec {
   // kGpu only: record each input shape's forward as a CUDA graph and replay it
   // (config.pbtxt `optimization { cuda { graphs: true } }`, or --cuda_graphs).
   bool cuda_graphs = false;
+  // The largest batch the instance is given (the model's max_batch_size as served): with
+  // cuda_graphs, batches are padded up to a power of two no larger than this.
+  int max_batch_size = 1;
 };
 
 // "CPU" or "GPU <device>".

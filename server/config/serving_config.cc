@@ -174,6 +174,7 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
                                ? overrides.optimization().cuda().graphs()
                                : defaults.cuda_graphs;
   GS_ASSIGN_OR_RETURN(plan.instances, ExpandInstances(plan.groups, cuda_graphs));
+  for (InstanceSpec& spec : plan.instances) spec.max_batch_size = plan.batching.max_batch_size;
   return plan;
 }
 

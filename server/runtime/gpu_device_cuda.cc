@@ -53,7 +53,8 @@ class GpuDevice final : public Device {
       : name_(spec.name),
         device_(c10::kCUDA, static_cast<c10::DeviceIndex>(spec.device)),
         stream_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index())),
-        graphs_(spec.cuda_graphs) {}
+        graphs_(spec.cuda_graphs),
+        max_batch_size_(spec.max_batch_size) {}
 
   c10::Device torch_device() const override { return device_; }
 
@@ -91,14 +92,25 @@ class GpuDevice final : public Device {
     return out;
   }
 
+  // With CUDA graphs the batch is padded to its bucket (CudaGraphPolicy), run, recorded or
+  // replayed at that size, and the outputs cut back to the batch.
   c10::IValue Run(const ModelInputs& inputs, const Forward& forward) override {
     if (!graphs_) return forward(CopyIn(inputs));
-    const std::string key = CudaGraphPolicy::ShapeKey(inputs);
+    const int64_t batch = inputs.empty() || inputs[0].dim() == 0 ? 0 : inputs[0].size(0);
+    const int64_t padded = CudaGraphPolicy::Bucket(batch, max_batch_size_);
+    const ModelInputs padded_inputs = PadBatch(inputs, padded);
+    const std::string key = CudaGraphPolicy::ShapeKey(padded_inputs);
+    c10::IValue out;
     switch (policy_.Next(key)) {
       case CudaGraphPolicy::Action::kReplay:
-        return Replay(*recorded_.at(key), inputs);
+        out = Replay(*recorded_.at(key), padded_inputs);
+        break;
       case CudaGraphPolicy::Action::kRecord:
-        return Record(key, inputs, forward);
+        out = Record(key, padded_inputs, forward);
+        break;
+      case CudaGraphPolicy::Action::kWarmUp:
+        out = forward(CopyIn(padded_inputs));
+        break;
       case CudaGraphPolicy::Action::kEager:
         if (policy_.full() && !said_full_) {
           said_full_ = true;
@@ -106,9 +118,9 @@ class GpuDevice final : public Device {
                        << " CUDA graphs recorded, the most one instance keeps; inputs of "
                           "other shapes run without one";
         }
-        break;
+        return forward(CopyIn(inputs));
     }
-    return forward(CopyIn(inputs));
+    return FirstRows(out, batch, padded);
   }
 
  private:
@@ -205,6 +217,7 @@ class GpuDevice final : public Device {
   c10::cuda::CUDAStream stream_;
   // CUDA graphs (only when graphs_): which shapes are recorded, and their graphs.
   const bool graphs_;
+  const int64_t max_batch_size_;
   CudaGraphPolicy policy_{CudaGraphPolicy::Limits{}};
   std::unordered_map<std::string, std::unique_ptr<RecordedForward>> recorded_;
   std::vector<std::unique_ptr<RecordedForward>> failed_recordings_;

@@ -153,6 +153,9 @@ TEST(ServingConfigTest, CudaGraphsFollowTheModelOverTheServerAndOnlyOnGpus) {
   EXPECT_EQ(graphs(on, "optimization { cuda { graphs: false } }"),
             (std::vector<bool>{false, false}));
   EXPECT_EQ(graphs(on, "optimization { cuda { } }"), (std::vector<bool>{false, false}));
+  // Every instance knows the largest batch it is given (the padding bound of graphs).
+  auto sized = ParseServingConfig("max_batch_size: 48 instance_group { kind: KIND_GPU }").value();
+  EXPECT_EQ(MakeServingPlan(on, 0, sized, one_gpu).value().instances[0].max_batch_size, 48);
   // Triton's other optimization settings are not read, and say so.
   EXPECT_EQ(ParseServingConfig("optimization { cuda { busy_wait_events: true } }").status().code(),
             absl::StatusCode::kInvalidArgument);
