@@ -16,12 +16,13 @@ int64_t CudaGraphPolicy::Bucket(int64_t batch, int64_t max_batch) {
   return std::max(batch, std::min(bucket, max_batch));
 }
 
-std::string CudaGraphPolicy::ShapeKey(const ModelInputs& inputs) {
+std::string CudaGraphPolicy::ShapeKey(const ModelInputs& inputs, int64_t batch) {
   std::string key;
   for (const at::Tensor& t : inputs) {
     if (!key.empty()) key += ';';
-    absl::StrAppend(&key, c10::toString(t.scalar_type()), "[", absl::StrJoin(t.sizes(), ","),
-                    "]");
+    std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
+    if (batch >= 0 && !sizes.empty()) sizes[0] = batch;
+    absl::StrAppend(&key, c10::toString(t.scalar_type()), "[", absl::StrJoin(sizes, ","), "]");
   }
   return key;
 }

@@ -41,8 +41,10 @@ class CudaGraphPolicy {
   // most `max_batch` and never below `batch`.
   static int64_t Bucket(int64_t batch, int64_t max_batch);
 
-  // "Float[64,1,28,28];Long[64,16]": each input's dtype and sizes, in order.
-  static std::string ShapeKey(const ModelInputs& inputs);
+  // "Float[64,1,28,28];Long[64,16]": each input's dtype and sizes, in order, with the
+  // batch dimension read as `batch` rows when given (>= 0): the key of the padded inputs
+  // without padding them.
+  static std::string ShapeKey(const ModelInputs& inputs, int64_t batch = -1);
 
   // What to do with a call whose padded inputs have `key`. After kRecord, say how it
   // ended with Recorded or Failed; a recording cut short by the model's own error needs

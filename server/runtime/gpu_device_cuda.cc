@@ -98,18 +98,17 @@ class GpuDevice final : public Device {
     if (!graphs_) return forward(CopyIn(inputs));
     const int64_t batch = inputs.empty() || inputs[0].dim() == 0 ? 0 : inputs[0].size(0);
     const int64_t padded = CudaGraphPolicy::Bucket(batch, max_batch_size_);
-    const ModelInputs padded_inputs = PadBatch(inputs, padded);
-    const std::string key = CudaGraphPolicy::ShapeKey(padded_inputs);
+    const std::string key = CudaGraphPolicy::ShapeKey(inputs, padded);
     c10::IValue out;
     switch (policy_.Next(key)) {
       case CudaGraphPolicy::Action::kReplay:
-        out = Replay(*recorded_.at(key), padded_inputs);
+        out = Replay(*recorded_.at(key), PadBatch(inputs, padded));
         break;
       case CudaGraphPolicy::Action::kRecord:
-        out = Record(key, padded_inputs, forward);
+        out = Record(key, PadBatch(inputs, padded), forward);
         break;
       case CudaGraphPolicy::Action::kWarmUp:
-        out = forward(CopyIn(padded_inputs));
+        out = forward(CopyIn(PadBatch(inputs, padded)));
         break;
       case CudaGraphPolicy::Action::kEager:
         if (policy_.full() && !said_full_) {

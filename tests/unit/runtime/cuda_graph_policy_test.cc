@@ -27,6 +27,10 @@ TEST(CudaGraphPolicyTest, ShapeKeyNamesEveryInputsDtypeAndSizes) {
             CudaGraphPolicy::ShapeKey({at::zeros({2, 3}, at::kDouble)}));
   EXPECT_NE(CudaGraphPolicy::ShapeKey({at::zeros({2, 3}), at::zeros({2})}),
             CudaGraphPolicy::ShapeKey({at::zeros({2, 3})}));
+  // The padded inputs' key, without padding them.
+  const ModelInputs three{at::zeros({3, 1, 4}), at::zeros({3, 5}, at::kLong)};
+  EXPECT_EQ(CudaGraphPolicy::ShapeKey(three, 4), CudaGraphPolicy::ShapeKey(PadBatch(three, 4)));
+  EXPECT_EQ(CudaGraphPolicy::ShapeKey(three, 4), "Float[4,1,4];Long[4,5]");
 }
 
 TEST(CudaGraphPolicyTest, EachShapeWarmsUpThenIsRecordedThenReplayed) {
