@@ -9,6 +9,15 @@
 
 namespace gatescope {
 
+int64_t CudaGraphPolicy::CommonBatch(const ModelInputs& inputs) {
+  if (inputs.empty() || inputs[0].dim() == 0 || inputs[0].size(0) < 1) return -1;
+  const int64_t batch = inputs[0].size(0);
+  for (const at::Tensor& t : inputs) {
+    if (t.dim() == 0 || t.size(0) != batch) return -1;
+  }
+  return batch;
+}
+
 int64_t CudaGraphPolicy::Bucket(int64_t batch, int64_t max_batch) {
   if (batch < 1) return batch;
   int64_t bucket = 1;

@@ -37,6 +37,10 @@ class CudaGraphPolicy {
 
   explicit CudaGraphPolicy(Limits limits) : limits_(limits) {}
 
+  // The batch size every input leads with, or -1 when there is none (no inputs, a 0-dim
+  // input, inputs of different or zero leading sizes): such calls run eagerly, unpadded.
+  static int64_t CommonBatch(const ModelInputs& inputs);
+
   // The batch size a batch of `batch` (>= 1) is padded to: the next power of two, but at
   // most `max_batch` and never below `batch`.
   static int64_t Bucket(int64_t batch, int64_t max_batch);
@@ -67,15 +71,16 @@ class CudaGraphPolicy {
   bool full_ = false;
 };
 
-// `inputs` (each leading with the batch dimension, all of one batch size) grown to
-// `batch` rows by repeating the first row; the same tensors when they already have
-// `batch` rows.
+// `inputs` (each leading with the batch dimension, all of one batch size: CommonBatch)
+// grown to `batch` rows by repeating the first row; the same tensors when they already
+// have `batch` rows.
 ModelInputs PadBatch(const ModelInputs& inputs, int64_t batch);
 
 // The outputs of a forward over a batch padded to `padded` rows, for the first `batch`:
-// in a Dict[str, Tensor], every tensor of `padded` rows becomes a view of its first
-// `batch`. Anything else is left as it is (and fails the runner's checks as it would
-// have unpadded).
+// in a Dict[str, Tensor], every tensor of `padded` rows is taken to lead with the batch
+// and becomes a view of its first `batch` rows. Anything else is left as it is and meets
+// the runner's checks as it would have unpadded (a non-batch output that happens to have
+// `padded` rows would be cut too; the output contract rules such outputs out).
 c10::IValue FirstRows(const c10::IValue& outputs, int64_t batch, int64_t padded);
 
 }  // namespace gatescope

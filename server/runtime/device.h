@@ -41,10 +41,12 @@ class Device {
   // A model's forward over inputs already on this device.
   using Forward = std::function<c10::IValue(const ModelInputs& on_device)>;
   // `forward` over `inputs` (CPU tensors) copied onto this device. Call inside a scope. A
-  // GPU instance with CUDA graphs (InstanceSpec::cuda_graphs) may instead replay a graph
-  // recorded from an earlier call whose inputs had the same shapes; the result's tensors
-  // then belong to that graph and are rewritten by this device's next Run, so take them
-  // out (CopyOut) first.
+  // GPU instance with CUDA graphs (InstanceSpec::cuda_graphs) pads a batch (inputs that
+  // all lead with one batch size) up to its bucket by repeating the first row, so
+  // `forward` may see more rows than given, and may replay a graph recorded from an
+  // earlier call of the same padded shapes instead of calling `forward`; the result has
+  // the given batch's rows either way. A replay's tensors belong to its graph and are
+  // rewritten by this device's next Run, so take them out (CopyOut) first.
   virtual c10::IValue Run(const ModelInputs& inputs, const Forward& forward) {
     return forward(CopyIn(inputs));
   }

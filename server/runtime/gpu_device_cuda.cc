@@ -93,10 +93,11 @@ class GpuDevice final : public Device {
   }
 
   // With CUDA graphs the batch is padded to its bucket (CudaGraphPolicy), run, recorded or
-  // replayed at that size, and the outputs cut back to the batch.
+  // replayed at that size, and the outputs cut back to the batch. Inputs without one
+  // common batch size run eagerly as they are.
   c10::IValue Run(const ModelInputs& inputs, const Forward& forward) override {
-    if (!graphs_) return forward(CopyIn(inputs));
-    const int64_t batch = inputs.empty() || inputs[0].dim() == 0 ? 0 : inputs[0].size(0);
+    const int64_t batch = graphs_ ? CudaGraphPolicy::CommonBatch(inputs) : -1;
+    if (batch < 1) return forward(CopyIn(inputs));
     const int64_t padded = CudaGraphPolicy::Bucket(batch, max_batch_size_);
     const std::string key = CudaGraphPolicy::ShapeKey(inputs, padded);
     c10::IValue out;
@@ -125,6 +126,9 @@ class GpuDevice final : public Device {
  private:
   c10::IValue Replay(RecordedForward& recorded, const ModelInputs& inputs) {
     for (size_t i = 0; i < inputs.size(); ++i) {
+      // The key matched, so the sizes do; checked anyway, since copy_ would broadcast.
+      TORCH_CHECK(recorded.inputs[i].sizes() == inputs[i].sizes(), "CUDA graph input ", i,
+                  " has sizes ", recorded.inputs[i].sizes(), ", the call's ", inputs[i].sizes());
       recorded.inputs[i].copy_(inputs[i].pin_memory(), /*non_blocking=*/true);
     }
     recorded.graph.replay();

@@ -17,6 +17,15 @@ TEST(CudaGraphPolicyTest, BatchesArePaddedToAPowerOfTwoWithinTheLargestBatch) {
   EXPECT_EQ(CudaGraphPolicy::Bucket(1, 1), 1);
 }
 
+TEST(CudaGraphPolicyTest, OnlyInputsLeadingWithOneBatchSizeHaveACommonBatch) {
+  EXPECT_EQ(CudaGraphPolicy::CommonBatch({at::zeros({3, 2}), at::zeros({3}, at::kLong)}), 3);
+  EXPECT_EQ(CudaGraphPolicy::CommonBatch({at::zeros({3, 2}), at::zeros({5, 2})}), -1);
+  EXPECT_EQ(CudaGraphPolicy::CommonBatch({at::zeros({3, 2}), at::zeros({})}), -1);
+  EXPECT_EQ(CudaGraphPolicy::CommonBatch({at::zeros({}), at::zeros({3})}), -1);
+  EXPECT_EQ(CudaGraphPolicy::CommonBatch({at::zeros({0, 2})}), -1);
+  EXPECT_EQ(CudaGraphPolicy::CommonBatch({}), -1);
+}
+
 TEST(CudaGraphPolicyTest, ShapeKeyNamesEveryInputsDtypeAndSizes) {
   EXPECT_EQ(CudaGraphPolicy::ShapeKey({at::zeros({64, 1, 28, 28}),
                                        at::zeros({64, 16}, at::kLong)}),
