@@ -275,8 +275,8 @@ compat() {
 # overhead runs compare the server's defaults with its forward passes on two CPUs of their
 # own and one Torch thread (four slowed DGViT there on 2026-11-28), and that again with
 # CUDA graphs recorded and replayed (--cuda_graphs; docs/gpu.md, "Serving overhead on the
-# GPU"). GPU_CHECK_SERVE_ARGS is passed last: its
-# --server-cpus or --client-cpus win, and any --setup in it replaces these setups.
+# GPU"). GPU_CHECK_SERVE_ARGS is passed last: its --server-cpus or --client-cpus win, and
+# any --setup in it replaces these setups.
 serve() {
   local python_ld=${LD_LIBRARY_PATH:-} n half
   n=$(nproc); half=$((n / 2))

@@ -138,6 +138,27 @@ def compare(cpu, gpu):
     return errors
 
 
+def ask_alone(client, model, input_name, items):
+    """Each item in a call of its own, all at once, so that batches form."""
+    with cf.ThreadPoolExecutor(len(items)) as pool:
+        return list(pool.map(lambda x: client.infer(model, {input_name: np.array([x], dtype=object)}), items))
+
+
+def add_worst(errs, references, answers):
+    """Keeps in `errs` the largest error of each output of `answers` against `references`."""
+    for ref, got in zip(references, answers):
+        for name, e in compare(ref, got).items():
+            errs[name] = max(errs.get(name, 0.0), e)
+
+
+def within_tolerance(errs, cpu_alone):
+    """Floating outputs (an error's name may carry a suffix) within FLOAT_TOLERANCE, every
+    other output exact."""
+    floating = {name for name, a in cpu_alone[0].items() if a.dtype.kind == "f"}
+    return all(e <= (FLOAT_TOLERANCE if name.split(" ")[0] in floating else 0.0)
+               for name, e in errs.items())
+
+
 def check_answers(model, clients, inputs_dir, input_name):
     kind, items = inputs_for(model, inputs_dir)
     batch = np.array(items, dtype=object)
@@ -149,29 +170,24 @@ def check_answers(model, clients, inputs_dir, input_name):
         except Exception as e:  # e.g. outputs of native-size inputs that cannot stack
             together = None
             notes.append(f"{side} batch call: {type(e).__name__}: {str(e)[:160]}")
-        with cf.ThreadPoolExecutor(len(items)) as pool:
-            alone = list(pool.map(lambda x: client.infer(model, {input_name: np.array([x], dtype=object)}), items))
-        results[side] = together, alone
-    _CPU_ANSWERS[model] = results["cpu"]
+        results[side] = together, ask_alone(client, model, input_name, items)
+    _CPU_ANSWERS[model] = (input_name, *results["cpu"])
     errs = {}
     if results["cpu"][0] is not None and results["gpu"][0] is not None:
         errs = compare(results["cpu"][0], results["gpu"][0])
-    for c, g in zip(results["cpu"][1], results["gpu"][1]):
-        for name, e in compare(c, g).items():
-            errs[name] = max(errs.get(name, 0.0), e)
+    add_worst(errs, results["cpu"][1], results["gpu"][1])
     # A batch on the GPU equals the same examples alone on the GPU.
     for i, g in enumerate(results["gpu"][1] if results["gpu"][0] is not None else []):
         row = {k: v[i:i + 1] for k, v in results["gpu"][0].items()}
         for name, e in compare(g, row).items():
             errs[f"{name} (gpu batch vs alone)"] = max(errs.get(f"{name} (gpu batch vs alone)", 0.0), e)
-    floating = {name for name, a in results["cpu"][1][0].items() if a.dtype.kind == "f"}
-    ok = all(e <= (FLOAT_TOLERANCE if name.split(" ")[0] in floating else 0.0)
-             for name, e in errs.items())
+    ok = within_tolerance(errs, results["cpu"][1])
     return {"model": model, "inputs": f"{len(items)} {kind}", "ok": ok and not notes,
             "errors": errs, "notes": notes}
 
 
-# The CPU server's answers of step 1, by model: (the batch call or None, each alone).
+# The CPU server's answers of step 1, by model: (input name, the batch call or None, each
+# alone).
 _CPU_ANSWERS = {}
 
 
@@ -186,22 +202,15 @@ def check_graph_answers(model, client, inputs_dir):
     """The answers of a --cuda_graphs server against the CPU server's. The batch call is
     repeated so that its shape runs eagerly, is recorded and is then replayed; the calls
     alone form batches of the sizes the overhead runs recorded."""
-    cpu_together, cpu_alone = _CPU_ANSWERS[model]
+    input_name, cpu_together, cpu_alone = _CPU_ANSWERS[model]
     _, items = inputs_for(model, inputs_dir)
-    input_name = client._json("GET", client._model_path(model, ""))["inputs"][0]["name"]
     errs = {}
     if cpu_together is not None:
         for _ in range(4):
             together = client.infer(model, {input_name: np.array(items, dtype=object)})
         errs = compare(cpu_together, together)
-    with cf.ThreadPoolExecutor(len(items)) as pool:
-        alone = list(pool.map(lambda x: client.infer(model, {input_name: np.array([x], dtype=object)}), items))
-    for c, g in zip(cpu_alone, alone):
-        for name, e in compare(c, g).items():
-            errs[name] = max(errs.get(name, 0.0), e)
-    floating = {name for name, a in cpu_alone[0].items() if a.dtype.kind == "f"}
-    ok = all(e <= (FLOAT_TOLERANCE if name in floating else 0.0) for name, e in errs.items())
-    return {"ok": ok, "errors": errs}
+    add_worst(errs, cpu_alone, ask_alone(client, model, input_name, items))
+    return {"ok": within_tolerance(errs, cpu_alone), "errors": errs}
 
 
 def timed(call, seconds):

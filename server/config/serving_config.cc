@@ -133,8 +133,7 @@ absl::StatusOr<DynamicBatchingConfig> MakeBatching(const ServingDefaults& defaul
 
 // One spec per instance of the resolved groups; INVALID_ARGUMENT unless there are
 // 1..kMaxInstances.
-absl::StatusOr<std::vector<InstanceSpec>> ExpandInstances(const std::vector<Group>& groups,
-                                                          bool cuda_graphs) {
+absl::StatusOr<std::vector<InstanceSpec>> ExpandInstances(const std::vector<Group>& groups) {
   int64_t total = 0;
   for (const Group& g : groups) {
     total += int64_t{g.count()} * (g.kind() == Group::KIND_GPU ? g.gpus_size() : 1);
@@ -152,7 +151,6 @@ absl::StatusOr<std::vector<InstanceSpec>> ExpandInstances(const std::vector<Grou
         InstanceSpec spec;
         spec.kind = gpu ? InstanceSpec::Kind::kGpu : InstanceSpec::Kind::kCpu;
         spec.device = device;
-        spec.cuda_graphs = gpu && cuda_graphs;
         spec.name = absl::StrCat(g.name(), "_", out.size());
         out.push_back(std::move(spec));
       }
@@ -173,8 +171,11 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
   const bool cuda_graphs = overrides.optimization().has_cuda()
                                ? overrides.optimization().cuda().graphs()
                                : defaults.cuda_graphs;
-  GS_ASSIGN_OR_RETURN(plan.instances, ExpandInstances(plan.groups, cuda_graphs));
-  for (InstanceSpec& spec : plan.instances) spec.max_batch_size = plan.batching.max_batch_size;
+  GS_ASSIGN_OR_RETURN(plan.instances, ExpandInstances(plan.groups));
+  for (InstanceSpec& spec : plan.instances) {
+    spec.cuda_graphs = spec.kind == InstanceSpec::Kind::kGpu && cuda_graphs;
+    spec.max_batch_size = plan.batching.max_batch_size;
+  }
   return plan;
 }
 

@@ -87,12 +87,6 @@ class FakeClient:
     def __init__(self, shift=0.0, flip=False):
         self.shift, self.flip = shift, flip
 
-    def _model_path(self, model, version):
-        return f"/v2/models/{model}"
-
-    def _json(self, method, path):  # KServe model metadata
-        return {"inputs": [{"name": "input"}]}
-
     def infer(self, model, inputs):
         n = len(next(iter(inputs.values())))
         mask = np.zeros((n, 64, 64), dtype=np.uint8)  # one item: under 1e-3 of them
