@@ -103,6 +103,13 @@ case "$MODELS" in
   *) names=$(echo "$MODELS" | tr ',' ' ') ;;
 esac
 for n in $names; do cp -r "model_repository/$n" "$OUT/models/"; done
+# The request path's stand-in (benchmarks/bench_server_floor.py: one 784 x 10 product per
+# image, 31 KB), batched like the shipped classifiers: serve_check.py --floor serves it as the
+# ceiling of what the server and gatescope-perf reach on the device machine's CPUs.
+PYTHONPATH=models:benchmarks $PY -c 'import pathlib, sys, bench_server_floor as f
+f.write_repository(pathlib.Path(sys.argv[1]))' "$OUT/models"
+printf 'max_batch_size: 32\ndynamic_batching {\n  max_queue_delay_microseconds: 200\n}\n' \
+  >"$OUT/models/floor_fmnist/config.pbtxt"
 [ -z "$ARTIFACTS" ] || cp "$ARTIFACTS" "$OUT/artifacts.tar.xz"
 du -sh "$OUT" "$OUT"/* | sed 's/^/prepare_carry: /'
 # What a device run sends: this folder and the working tree without the model repository,

@@ -25,6 +25,11 @@
    graphs its server recorded (or why recording was turned off) and, after the overhead
    runs, checks its answers (by then mostly replays of recorded graphs) against the CPU
    server's from step 1.
+4. The request path's ceiling: --floor names a stand-in whose forward is one small matrix
+   product (scripts/gpu/prepare_carry.sh writes floor_fmnist). Each setup serves it after the
+   --perf models, unbatched at concurrency 4 and dynamic at --concurrency: with a forward
+   this cheap, its served rate is what the server and gatescope-perf reach on these CPUs
+   at all, and the report sets it beside the rate each --perf model's 85 % goals ask for.
 Writes --json and a markdown table next to it (.md); exits 1 when an answer differs.
 """
 import argparse
@@ -360,10 +365,12 @@ def overhead(model, args, gpu, setup):
            "best_batch": best_batch, "runs": []}
     concurrency = args.concurrency or 2 * args.max_batch
     # Unbatched at 1 and at saturation vs batch 1; dynamic vs the largest batch it may form.
-    for label, suffix, c, ref in (
-            ("unbatched", UNBATCHED, 1, 1), ("unbatched", UNBATCHED, 4, 1),
+    runs = (("unbatched", UNBATCHED, 1, 1), ("unbatched", UNBATCHED, 4, 1),
             ("dynamic", "", concurrency, args.max_batch),
-            ("dynamic, 2 instances", TWO_INSTANCES, concurrency, args.max_batch)):
+            ("dynamic, 2 instances", TWO_INSTANCES, concurrency, args.max_batch))
+    if model == args.floor:  # the ceilings only: saturated, one instance
+        runs = tuple(r for r in runs if r[2] > 1 and r[1] != TWO_INSTANCES)
+    for label, suffix, c, ref in runs:
         served = model + suffix
         before = server_counters(gpu.metrics_port, served)
         r = perf_server(args.build, gpu.address, served, files, c, args.client_cpus)
@@ -375,6 +382,29 @@ def overhead(model, args, gpu, setup):
             "ratio": r["throughput"] / own[ref][0], "server": stages,
             "in_process_forward_ms": {"batch": near, "p50_ms": own[near][1]}})
     return row
+
+
+def ceilings(report):
+    """Lines setting each setup's served rates of the floor model (report["floor"]) beside
+    what the 85 % goals ask of the other models in that setup."""
+    rows = [r for r in report["overhead"] if "runs" in r]
+    lines = []
+    for floor in (r for r in rows if r["model"] == report.get("floor")):
+        reached = {u["run"]: u["throughput"] for u in floor["runs"]}
+        for r in rows:
+            if r["setup"] != floor["setup"] or r is floor:
+                continue
+            need = {u["run"]: 0.85 * u["reference"] for u in r["runs"] if u["concurrency"] > 1}
+            said = "; ".join(
+                f"{run}: the goal needs {need[run]:.0f}/s, the stand-in reached "
+                f"{reached[run]:.0f}/s ({reached[run] / need[run]:.2f}x)"
+                for run in ("unbatched", "dynamic") if run in need and run in reached)
+            lines.append(f"- {floor['setup']}, {r['model']}: {said}")
+    if lines:
+        lines.insert(0, f"\nRequest path ceiling ({report['floor']}, a forward of one small "
+                        "matrix product; below 1x, these CPUs cannot reach the goal whatever "
+                        "the model):")
+    return lines
 
 
 def markdown(report):
@@ -427,6 +457,7 @@ def markdown(report):
                 lines.append(f"| {r['model']} | {r['setup']} | in-process, CUDA graphs: " + ", ".join(
                     f"{b}: {v[0]:.0f}/s {v[1]:.2f} ms (max diff {v[2]:.1e})" if isinstance(v, tuple)
                     else f"{b}: {v}" for b, v in graphs.items()) + " | | | | | | | | | |")
+    lines += ceilings(report)
     return "\n".join(lines) + "\n"
 
 
@@ -448,6 +479,9 @@ def main():
     ap.add_argument("--perf", default="dgvit_fmnist,vit_fmnist,plug_deit_fmnist")
     ap.add_argument("--concurrency", type=int, default=0,
                     help="of the dynamic runs (default: twice --max-batch)")
+    ap.add_argument("--floor", default="floor_fmnist",
+                    help="the request path's stand-in, served in every setup when --models "
+                         "holds it (empty: none)")
     ap.add_argument("--max-batch", type=int, default=64)
     ap.add_argument("--json", type=pathlib.Path, required=True)
     ap.add_argument("--second-kind", default="KIND_GPU",
@@ -470,12 +504,15 @@ def main():
     args.build, args.models, args.inputs = (p.resolve() for p in (args.build, args.models, args.inputs))
     server_harness.BUILD = args.build  # the server, op library and perf tool of this build
     tmp = pathlib.Path(tempfile.mkdtemp(dir=args.build))  # beside the models: hard links
-    report = {"answers": [], "overhead": [], "setups": dict(setups),
+    perf_models = [m for m in args.perf.split(",") if (args.models / m).exists()]
+    if args.floor and (args.models / args.floor).exists() and args.floor not in perf_models:
+        perf_models.append(args.floor)  # last: the models' own runs come first
+    report = {"answers": [], "overhead": [], "setups": dict(setups), "floor": args.floor,
               "server_cpus": args.server_cpus, "client_cpus": args.client_cpus}
     servers = {}
     try:
         for side, kind in (("cpu", "KIND_CPU"), ("gpu", args.second_kind)):
-            perf = args.perf.split(",") if side == "gpu" else ()
+            perf = perf_models if side == "gpu" else ()
             write_repository(args.models, tmp / side, kind, args.max_batch, perf)
             if args.no_answers:
                 continue
@@ -510,9 +547,7 @@ def main():
                                            "error": f"server did not start: {str(e)[-300:]}"})
                 continue
             graphs = "--cuda_graphs" in flags.split(";")
-            for model in args.perf.split(","):
-                if not (args.models / model).exists():
-                    continue
+            for model in perf_models:
                 log_from = len(servers[name].log())
                 try:
                     report["overhead"].append(overhead(model, args, servers[name], name))

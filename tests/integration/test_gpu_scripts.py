@@ -132,6 +132,23 @@ def test_graph_report_counts_recordings_and_keeps_why_they_stopped():
     assert serve_check.graph_report("") == {"recorded": 0, "off": []}
 
 
+def test_ceilings_set_the_stand_ins_rates_beside_each_models_goal():
+    run = lambda label, c, rate, ref: {"run": label, "concurrency": c, "throughput": rate,
+                                       "reference": ref}
+    vit = {"model": "vit_fmnist", "setup": "s", "runs": [
+        run("unbatched", 1, 500, 700), run("unbatched", 4, 600, 700),
+        run("dynamic", 128, 18000, 40000), run("dynamic, 2 instances", 128, 15000, 40000)]}
+    floor = {"model": "floor_fmnist", "setup": "s", "runs": [
+        run("unbatched", 4, 5950, 1e5), run("dynamic", 128, 17000, 1e6)]}
+    other_setup = dict(vit, setup="t")
+    lines = serve_check.ceilings({"floor": "floor_fmnist", "overhead": [vit, floor, other_setup]})
+    assert len(lines) == 2 and "floor_fmnist" in lines[0]
+    assert lines[1] == ("- s, vit_fmnist: unbatched: the goal needs 595/s, the stand-in reached "
+                        "5950/s (10.00x); dynamic: the goal needs 34000/s, the stand-in reached "
+                        "17000/s (0.50x)")
+    assert serve_check.ceilings({"floor": "floor_fmnist", "overhead": [vit]}) == []
+
+
 def test_a_cuda_graphs_setup_reports_recordings_and_checks_its_answers(tmp_path):
     """A dry run on CPU instances, which never record graphs: the setup's rows say so, and
     its answers after the overhead runs equal the CPU server's (two inputs: a batch call
