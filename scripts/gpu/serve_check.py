@@ -20,7 +20,9 @@
    Goal: >= 85 % for both. Each run's server-side breakdown comes from the server's own
    histograms (/metrics, before and after the run): time per request in the queue and in
    all, and per execution preparing inputs, in the model and delivering outputs, with the
-   mean batch formed; beside it the in-process forward of the nearest batch size.
+   mean batch formed; beside it the in-process forward of the nearest batch size. The
+   in-process batch 1 is also timed with 1 ms idle before each call, as a lone client's
+   requests arrive: whether a forward after a wait is slower outside the server too.
 3. CUDA graphs: a setup whose flags include --cuda_graphs reports, per model, how many
    graphs its server recorded (or why recording was turned off) and, after the overhead
    runs, checks its answers (by then mostly replays of recorded graphs) against the CPU
@@ -228,6 +230,19 @@ def timed(call, seconds):
     return len(times) / (time.perf_counter() - t0), 1e3 * float(np.median(times))
 
 
+def timed_after_idle(call, seconds, idle_s=0.001):
+    """p50 ms of `call` when each call follows `idle_s` of sleep, as a lone client's requests
+    reach an unbatched server: the forward after a wait, whose slowdown the served
+    concurrency-1 runs showed (docs/gpu.md)."""
+    times, t0 = [], time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        time.sleep(idle_s)
+        t = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t)
+    return 1e3 * float(np.median(times))
+
+
 def graphed(torch, module, host, device_input):
     """A call that replays `module`'s forward on `device_input` as a CUDA graph after copying
     `host` into it, and the largest |graph - eager| of the outputs; raises when the forward
@@ -255,10 +270,10 @@ def graphed(torch, module, host, device_input):
 
 
 def in_process(model_path, example, batches, device, seconds=0.5):
-    """{batch: (images/s, p50 ms of one call)} of the archive on `device`, copies in and
-    out included; on CUDA also {batch: (images/s, p50 ms, max |graph - eager|) or an error}
+    """({batch: (images/s, p50 ms of one call)} of the archive on `device`, copies in and
+    out included; on CUDA {batch: (images/s, p50 ms, max |graph - eager|) or an error}
     with the forward replayed as a CUDA graph (what the launch cost of a small model
-    leaves out)."""
+    leaves out); the batch-1 p50 ms when each call follows 1 ms idle)."""
     import torch
     torch.set_num_threads(len(os.sched_getaffinity(0)))  # the CPUs the servers have too
     # Full float32, as GPU instances compute (gpu_device_cuda.cc turns TF32 off).
@@ -266,7 +281,7 @@ def in_process(model_path, example, batches, device, seconds=0.5):
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.ops.load_library(os.environ["GATESCOPE_OPS_LIB"])
     module = torch.jit.load(str(model_path), map_location=device).eval()
-    out, graphs = {}, {}
+    out, graphs, idle_p50 = {}, {}, None
     with torch.inference_mode():
         hosts = {}
         for b in batches:
@@ -280,6 +295,8 @@ def in_process(model_path, example, batches, device, seconds=0.5):
                 call()
             rate, p50 = timed(call, seconds)
             out[b] = (rate * b, p50)
+            if b == 1:
+                idle_p50 = timed_after_idle(call, seconds)
         # After every eager size: a capture that fails cannot disturb those.
         for b, host in hosts.items() if device == "cuda" else ():
             try:
@@ -288,7 +305,7 @@ def in_process(model_path, example, batches, device, seconds=0.5):
                 graphs[b] = (rate * b, p50, diff)
             except Exception as e:  # a forward that cannot be captured says why
                 graphs[b] = f"{type(e).__name__}: {str(e)[:200]}"
-    return out, graphs
+    return out, graphs, idle_p50
 
 
 def cpu_set(text):
@@ -359,9 +376,10 @@ def overhead(model, args, gpu, setup):
                          | {args.max_batch})
         _IN_PROCESS[model] = in_process(args.models / model / "1" / "model.pt", example,
                                         batches, device)
-    own, graphs = _IN_PROCESS[model]
+    own, graphs, idle_p50 = _IN_PROCESS[model]
     best_batch = max(own, key=lambda b: own[b][0])
     row = {"model": model, "setup": setup, "in_process": own, "in_process_cuda_graphs": graphs,
+           "in_process_b1_after_idle_ms": idle_p50,
            "best_batch": best_batch, "runs": []}
     concurrency = args.concurrency or 2 * args.max_batch
     # Unbatched at 1 and at saturation vs batch 1; dynamic vs the largest batch it may form.
@@ -442,7 +460,10 @@ def markdown(report):
                     f"({u['in_process_forward_ms']['batch']}) |")
             ip = r["in_process"]
             lines.append(f"| {r['model']} | {r['setup']} | in-process by batch: " + ", ".join(
-                f"{b}: {v[0]:.0f}/s {v[1]:.2f} ms" for b, v in ip.items()) + " | | | | | | | | | |")
+                f"{b}: {v[0]:.0f}/s {v[1]:.2f} ms" for b, v in ip.items())
+                + ("" if r.get("in_process_b1_after_idle_ms") is None else
+                   f"; batch 1 after 1 ms idle: {r['in_process_b1_after_idle_ms']:.2f} ms")
+                + " | | | | | | | | | |")
             if "cuda_graphs" in r:
                 g = r["cuda_graphs"]
                 answers = r.get("graph_answers")
