@@ -198,11 +198,34 @@ def check_answers(model, clients, inputs_dir, input_name):
 _CPU_ANSWERS = {}
 
 
-def graph_report(log_part):
-    """What a --cuda_graphs server's log says: graphs recorded and why recording stopped."""
-    return {"recorded": log_part.count("recorded a CUDA graph"),
-            "off": [line.split("] ", 1)[-1][:300] for line in log_part.splitlines()
-                    if "CUDA graphs off" in line]}
+# The repository's line after each instance's warm-up: "<model> version <v> <instance>: ...".
+_WARMED = re.compile(r"\] (\S+) version \S+ \S+: (warmed up|warm-up stopped)")
+
+
+def _graph_lines(text):
+    return [line for line in text.splitlines()
+            if "recorded a CUDA graph" in line or "CUDA graphs off" in line]
+
+
+def graph_report(log, model, since=0):
+    """What a --cuda_graphs server's log says of `model` and its overhead variants: graphs
+    recorded and why recording stopped. Models load one after another, each instance
+    warming up (recording its graphs) before the repository's line for it, so the lines
+    before a variant's warm-up line, back to the previous warm-up line, are its own; from
+    `since` on (the model's runs) every such line counts."""
+    variants = {model + suffix for suffix in VARIANTS}
+    lines, pending = [], []
+    for line in log[:since].splitlines():
+        warmed = _WARMED.search(line)
+        if warmed:
+            if warmed.group(1) in variants:
+                lines += pending
+            pending = []
+        elif _graph_lines(line):
+            pending.append(line)
+    lines += _graph_lines(log[since:])
+    return {"recorded": sum("recorded a CUDA graph" in line for line in lines),
+            "off": [line.split("] ", 1)[-1][:300] for line in lines if "CUDA graphs off" in line]}
 
 
 def check_graph_answers(model, client, inputs_dir):
@@ -578,7 +601,7 @@ def main():
                             model, Client(f"http://127.0.0.1:{servers[name].http_port}", timeout=120),
                             args.inputs)
                     if graphs:
-                        row["cuda_graphs"] = graph_report(servers[name].log()[log_from:])
+                        row["cuda_graphs"] = graph_report(servers[name].log(), model, log_from)
                 except Exception as e:
                     report["overhead"].append({"model": model, "setup": name,
                                                "error": f"{type(e).__name__}: {str(e)[:300]}"})

@@ -125,11 +125,30 @@ def test_graph_report_counts_recordings_and_keeps_why_they_stopped():
            "[gatescope INFO] group0_0: recorded a CUDA graph for inputs Float[4,1,28,28] (2 so far)\n"
            "[gatescope WARNING] group0_1: CUDA graphs off for this instance, its forward could "
            "not be recorded for inputs Float[2,1,28,28]: operation not permitted\n")
-    got = serve_check.graph_report(log)
+    got = serve_check.graph_report(log, "vit_fmnist")
     assert got["recorded"] == 2
     assert got["off"] == ["group0_1: CUDA graphs off for this instance, its forward could not "
                           "be recorded for inputs Float[2,1,28,28]: operation not permitted"]
-    assert serve_check.graph_report("") == {"recorded": 0, "off": []}
+    assert serve_check.graph_report("", "vit_fmnist") == {"recorded": 0, "off": []}
+
+
+def test_graph_report_gives_each_model_the_recordings_of_its_warm_up():
+    rec = "[gatescope INFO] group0_0: recorded a CUDA graph for inputs Float[{}] ({} so far)\n"
+    warmed = "[gatescope INFO] {} version 1 group0_0: warmed up with 3 forward(s) in 9 ms\n"
+    at_load = (rec.format(1, 1) + warmed.format("dgvit_fmnist")
+               + rec.format(1, 1) + rec.format(2, 2) + warmed.format("vit_fmnist")
+               + rec.format(1, 1) + warmed.format("vit_fmnist__unbatched")
+               + "[gatescope WARNING] group0_0: CUDA graphs off for this instance: this server "
+                 "was built without CUDA graphs\n"
+               + "[gatescope WARNING] vit_fmnist__x2 version 1 group0_0: warm-up stopped, "
+                 "serving without it: refused\n")
+    later = rec.format(4, 3)  # during vit_fmnist's runs
+    got = serve_check.graph_report(at_load + later, "vit_fmnist", since=len(at_load))
+    assert got["recorded"] == 2 + 1 + 1
+    assert got["off"] == ["group0_0: CUDA graphs off for this instance: this server was built "
+                          "without CUDA graphs"]
+    dgvit = serve_check.graph_report(at_load + later, "dgvit_fmnist", since=len(at_load + later))
+    assert dgvit == {"recorded": 1, "off": []}
 
 
 def test_ceilings_set_the_stand_ins_rates_beside_each_models_goal():
