@@ -85,6 +85,10 @@ ABSL_FLAG(bool, cuda_graphs, false,
           "GPU instances record each input shape's forward as a CUDA graph and replay it, "
           "which saves the launch cost of models made of many small kernels; a model's "
           "config.pbtxt `optimization { cuda { graphs: ... } }` overrides (docs/gpu.md)");
+ABSL_FLAG(bool, warm_up, true,
+          "Before a model version serves, each instance runs forwards on a zero example "
+          "(batch 1 twice; every batch bucket with CUDA graphs), so that the first requests "
+          "do not pay TorchScript's profiling runs or graph recording (docs/performance.md)");
 ABSL_FLAG(int, instances, 1, "Default model instances (worker threads) per model, 1..64");
 ABSL_FLAG(int, drain_seconds, 10, "On SIGINT/SIGTERM, time allowed for in-flight calls");
 ABSL_FLAG(std::string, model_control, "none",
@@ -262,6 +266,7 @@ absl::StatusOr<ServerOptions> OptionsFromFlags() {
   o.defaults.early_batch_release = absl::GetFlag(FLAGS_early_batch_release);
   o.defaults.instances = absl::GetFlag(FLAGS_instances);
   o.defaults.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  o.defaults.warm_up = absl::GetFlag(FLAGS_warm_up);
   o.drain_timeout = absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
   o.explain_max_bytes = absl::GetFlag(FLAGS_explain_max_bytes);
   o.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);

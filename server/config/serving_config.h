@@ -24,6 +24,8 @@ struct ServingDefaults {
   // InstanceSpec::cuda_graphs of GPU instances of models whose config.pbtxt has no
   // `optimization { cuda { ... } }` block.
   bool cuda_graphs = false;
+  // Every instance runs its warm-up forwards (instance_warm_up.h) before its model serves.
+  bool warm_up = true;
 };
 
 struct ServingPlan {

@@ -15,6 +15,7 @@
 #include "server/config/model_config.h"
 #include "server/repository/monitoring_reference.h"
 #include "server/repository/repository_names.h"
+#include "server/tasks/instance_warm_up.h"
 #include "server/tasks/task_registry.h"
 
 namespace gatescope {
@@ -123,6 +124,7 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
                           absl::StrCat("instance ", spec.name, " on ", DeviceName(spec), ": ",
                                        runner.status().message()));
     }
+    if (options_.defaults.warm_up) WarmUpInstance(model, spec, **runner);
     model.instances.push_back(std::make_unique<ModelInstance>(
         *std::move(runner), model.task.get(), deps_.clock, model.observer.get(),
         deps_.replies));
@@ -132,6 +134,23 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
                       deps_.schedulers(std::move(executors), model.plan.batching,
                                        model.observer.get()));
   return absl::OkStatus();
+}
+
+void ModelRepository::WarmUpInstance(const ServedModel& model, const InstanceSpec& spec,
+                                     ModelRunner& runner) const {
+  const std::vector<WarmUpCall> calls = WarmUpCalls(spec);
+  const absl::Time start = absl::Now();
+  const absl::Status warmed = WarmUp(runner, *model.task, calls);
+  const std::string who = absl::StrCat(model.name, " version ", model.version, " ", spec.name);
+  if (!warmed.ok()) {
+    // The all-zero example is not a request: a model may refuse it and still serve.
+    GS_LOG(WARNING) << who << ": warm-up stopped, serving without it: " << warmed;
+    return;
+  }
+  int forwards = 0;
+  for (const WarmUpCall& call : calls) forwards += call.count;
+  GS_LOG(INFO) << who << ": warmed up with " << forwards << " forward(s) in "
+               << absl::ToDoubleMilliseconds(absl::Now() - start) << " ms";
 }
 
 ModelRepository::~ModelRepository() { StopAll(); }

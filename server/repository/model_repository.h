@@ -132,6 +132,10 @@ class ModelRepository {
   absl::Status InitModel(ServedModel& model, const std::string& model_dir,
                          const std::string& path) const;
   absl::Status InitInstances(ServedModel& model, const std::string& path) const;
+  // Runs the instance's warm-up forwards (instance_warm_up.h) on the loading thread, before
+  // the instance joins its model; a failure is logged and the instance serves anyway.
+  void WarmUpInstance(const ServedModel& model, const InstanceSpec& spec,
+                      ModelRunner& runner) const;
   absl::Status LoadModelLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   absl::Status UnloadModelLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);

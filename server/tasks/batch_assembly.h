@@ -41,6 +41,12 @@ class BatchAssembly {
   // back to its own length. `example` is what Gather received for it.
   virtual absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
                                                const at::Tensor& example) const = 0;
+  // An example as this task's jobs prepare them, of the model's own input size and with
+  // neutral content (all zero pixels; text: max_tokens pad ids), for warming an instance up
+  // before it serves (instance_warm_up.h). UNIMPLEMENTED when the task has none.
+  virtual absl::StatusOr<at::Tensor> WarmUpExample() const {
+    return absl::UnimplementedError("this task has no warm-up example");
+  }
 };
 
 }  // namespace gatescope

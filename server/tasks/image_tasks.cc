@@ -153,4 +153,12 @@ absl::StatusOr<NamedTensors> ImageTask::Scatter(const NamedTensors& outputs, int
   return RowOf(outputs, position);
 }
 
+absl::StatusOr<at::Tensor> ImageTask::WarmUpExample() const {
+  const ImageSize size = model_size();
+  if (size.height < 1 || size.width < 1 || config_.input().shape(0) < 1) {
+    return absl::UnimplementedError("the model declares no input size to warm up with");
+  }
+  return at::zeros({config_.input().shape(0), size.height, size.width}, at::kFloat);
+}
+
 }  // namespace gatescope

@@ -64,6 +64,8 @@ class ImageTask : public Task {
   // Every output's row `position`.
   absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
                                        const at::Tensor& example) const override;
+  // Zeros, FP32 [C, H, W] of the model's own size.
+  absl::StatusOr<at::Tensor> WarmUpExample() const override;
 
   // `config` with its image input normalised (NormaliseImageInput), for a task's factory.
   static absl::StatusOr<ModelConfig> WithImageInput(const ModelConfig& config);

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/ATen.h>
+
 #include "absl/strings/str_cat.h"
 #include "server/api/kserve_tensors.h"
 #include "server/common/log.h"
@@ -215,6 +217,13 @@ class TextClassificationTask final : public Task {
   absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
                                        const at::Tensor&) const override {
     return RowOf(outputs, position);
+  }
+
+  // The longest text the model reads, every piece the pad id (a valid piece id that the
+  // attention mask still marks as text).
+  absl::StatusOr<at::Tensor> WarmUpExample() const override {
+    return at::full({std::max<int64_t>(1, config_.text().max_tokens())},
+                    config_.text().pad_id(), at::kLong);
   }
 
  private:

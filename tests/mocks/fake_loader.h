@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,16 @@ class FakeLoader : public ModelLoader {
   int loads() const {
     absl::MutexLock l(&mu_);
     return loads_;
+  }
+  // The runners made so far, in order; owned by their instances (valid while those live).
+  std::vector<FakeRunner*> runners() const {
+    absl::MutexLock l(&mu_);
+    return runners_;
+  }
+  // Runners made from now on fail every call with `st` (OK: they answer).
+  void FailNewRunnersWith(absl::Status st) {
+    absl::MutexLock l(&mu_);
+    fail_new_ = std::move(st);
   }
 
   absl::StatusOr<std::string> ReadMetadata(const std::string& path) const override {
@@ -60,7 +71,10 @@ class FakeLoader : public ModelLoader {
       return absl::UnavailableError(absl::StrCat("GPU ", spec.device, " is not available"));
     }
     ++loads_;
-    return std::unique_ptr<ModelRunner>(std::make_unique<FakeRunner>(3));
+    auto runner = std::make_unique<FakeRunner>(3);
+    runner->FailWith(fail_new_);
+    runners_.push_back(runner.get());
+    return std::unique_ptr<ModelRunner>(std::move(runner));
   }
   DeviceInventory Devices() const override {
     absl::MutexLock l(&mu_);
@@ -72,6 +86,8 @@ class FakeLoader : public ModelLoader {
   std::set<std::string> ops_ ABSL_GUARDED_BY(mu_) = {"gatescope"};
   int gpus_ ABSL_GUARDED_BY(mu_) = 0;
   mutable int loads_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable std::vector<FakeRunner*> runners_ ABSL_GUARDED_BY(mu_);
+  absl::Status fail_new_ ABSL_GUARDED_BY(mu_);
 
 };
 

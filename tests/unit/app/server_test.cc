@@ -388,6 +388,7 @@ int CallsInProgressAtTheServer(const ServerOptions& base, int streams, int calls
   ServerOptions options = base;
   options.grpc.max_concurrent_streams = streams;
   options.defaults.max_batch_size = 1;  // the model holds exactly one call
+  options.defaults.warm_up = false;     // a warm-up forward would be held, and the load
   auto server = Server::Start(options, {&loader, nullptr});
   if (!server.ok()) {
     ADD_FAILURE() << server.status();

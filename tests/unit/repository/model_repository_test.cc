@@ -43,9 +43,11 @@ class ModelRepositoryTest : public ::testing::Test {
 
   absl::StatusOr<std::unique_ptr<ModelRepository>> Load() { return LoadFrom(root_); }
 
-  absl::StatusOr<std::unique_ptr<ModelRepository>> LoadFrom(const fs::path& root) {
+  absl::StatusOr<std::unique_ptr<ModelRepository>> LoadFrom(const fs::path& root,
+                                                            bool warm_up = true) {
     RepositoryOptions options;
     options.root = root.string();
+    options.defaults.warm_up = warm_up;
     RepositoryDeps deps;
     deps.loader = &loader_;
     deps.metrics = &metrics_;
@@ -62,6 +64,39 @@ class ModelRepositoryTest : public ::testing::Test {
 
 TEST_F(ModelRepositoryTest, MissingRootIsNotFound) {
   EXPECT_EQ(Load().status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ModelRepositoryTest, EachInstanceWarmsUpBeforeItsModelServes) {
+  AddVersion("m", "1");
+  std::ofstream(root_ / "m" / "config.pbtxt") << "instance_group { count: 2 }";
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  auto model = (*repo)->Find("m", "");
+  ASSERT_TRUE(model.ok() && (*model)->ready());
+  const std::vector<testing::FakeRunner*> runners = loader_.runners();
+  ASSERT_EQ(runners.size(), 2u);
+  for (testing::FakeRunner* runner : runners) {
+    EXPECT_EQ(runner->batch_sizes(), (std::vector<int64_t>{1, 1}));  // profiling, optimised
+  }
+}
+
+TEST_F(ModelRepositoryTest, WithoutWarmUpNoForwardRunsBeforeTheFirstRequest) {
+  AddVersion("m", "1");
+  auto repo = LoadFrom(root_, /*warm_up=*/false);
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  ASSERT_EQ(loader_.runners().size(), 1u);
+  EXPECT_TRUE(loader_.runners()[0]->batch_sizes().empty());
+}
+
+TEST_F(ModelRepositoryTest, AFailedWarmUpIsNoReasonNotToServe) {
+  AddVersion("m", "1");
+  loader_.FailNewRunnersWith(absl::InvalidArgumentError("the model refuses zeros"));
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  auto model = (*repo)->Find("m", "");
+  ASSERT_TRUE(model.ok());
+  EXPECT_TRUE((*model)->ready());
+  EXPECT_EQ(loader_.runners()[0]->batch_sizes(), (std::vector<int64_t>{1}));  // then stopped
 }
 
 TEST_F(ModelRepositoryTest, VersionsOrderNumericallyAndDefaultToHighestReady) {

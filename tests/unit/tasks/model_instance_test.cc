@@ -12,6 +12,7 @@
 #include "tests/mocks/fake_clock.h"
 #include "tests/mocks/fake_runner.h"
 #include "tests/mocks/tensor_job.h"
+#include "tests/unit/tasks/task_test_util.h"
 
 namespace gatescope {
 namespace {
@@ -22,14 +23,7 @@ using testing::Results;
 using testing::TensorJob;
 
 // A classifier task over [1, 2, 2] inputs: the instance's gather and scatter.
-std::unique_ptr<Task> Classifier() {
-  ModelConfig config;
-  config.set_task("image_classification");
-  for (int64_t d : {1, 2, 2}) config.mutable_input()->add_shape(d);
-  for (const char* l : {"a", "b", "c"}) config.add_labels(l);
-  config.add_outputs("logits");
-  return CreateTask(config, TaskOptions()).value();
-}
+std::unique_ptr<Task> Classifier() { return testing::ImageClassifier({1, 2, 2}); }
 
 class RecordingObserver : public ExecutionObserver {
  public:

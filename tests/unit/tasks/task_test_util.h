@@ -22,6 +22,18 @@ inline std::unique_ptr<Task> TaskFrom(const std::string& json, int64_t explain_m
   return *std::move(task);
 }
 
+// An image classifier with labels a, b, c over inputs of `shape` [C, H, W].
+inline std::unique_ptr<Task> ImageClassifier(const std::vector<int64_t>& shape) {
+  ModelConfig config;
+  config.set_task("image_classification");
+  for (int64_t d : shape) config.mutable_input()->add_shape(d);
+  for (const char* l : {"a", "b", "c"}) config.add_labels(l);
+  config.add_outputs("logits");
+  auto task = CreateTask(config, TaskOptions());
+  EXPECT_TRUE(task.ok()) << task.status();
+  return *std::move(task);
+}
+
 // A UINT8 [h, w] pixel tensor of zeros.
 inline void SetGrayPixels(::gatescope::v1::Tensor* t, int64_t h, int64_t w) {
   t->set_dtype(::gatescope::v1::Tensor::UINT8);

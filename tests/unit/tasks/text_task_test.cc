@@ -351,6 +351,22 @@ std::unique_ptr<Task> TextTask() {
   return *std::move(task);
 }
 
+TEST(TextTaskTest, WarmsUpWithTheLongestTextItReadsAllPadIds) {
+  auto task = TextTask();
+  auto example = task->WarmUpExample();
+  ASSERT_TRUE(example.ok()) << example.status();
+  EXPECT_EQ(example->sizes().vec(), (std::vector<int64_t>{8}));  // max_tokens
+  EXPECT_EQ(example->scalar_type(), at::kLong);
+  EXPECT_TRUE(example->eq(0).all().item<bool>());  // pad_id
+  // Gathered as requests are: token ids and a mask that reads every piece.
+  auto batches = task->Gather({*example, *example});
+  ASSERT_TRUE(batches.ok());
+  ASSERT_EQ(batches->size(), 1u);
+  ASSERT_EQ((*batches)[0].inputs.size(), 2u);
+  EXPECT_EQ((*batches)[0].inputs[0].sizes().vec(), (std::vector<int64_t>{2, 8}));
+  EXPECT_EQ((*batches)[0].inputs[1].sum().item<int64_t>(), 16);
+}
+
 TEST(TextTaskTest, NeedsItsTokenizerAndTextBlock) {
   auto config = ParseModelConfig(kTextModel).value();
   EXPECT_EQ(CreateTask(config, TaskOptions()).status().code(), absl::StatusCode::kNotFound);
