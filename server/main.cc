@@ -87,8 +87,9 @@ ABSL_FLAG(bool, cuda_graphs, false,
           "config.pbtxt `optimization { cuda { graphs: ... } }` overrides (docs/gpu.md)");
 ABSL_FLAG(bool, warm_up, true,
           "Before a model version serves, each instance runs forwards on a zero example "
-          "(batch 1 twice; every batch bucket with CUDA graphs), so that the first requests "
-          "do not pay TorchScript's profiling runs or graph recording (docs/performance.md)");
+          "(batch 1 twice, or config.pbtxt's model_warmup samples; every batch bucket with "
+          "CUDA graphs), so that the first requests do not pay TorchScript's profiling runs "
+          "or graph recording (docs/performance.md)");
 ABSL_FLAG(int, instances, 1, "Default model instances (worker threads) per model, 1..64");
 ABSL_FLAG(int, drain_seconds, 10, "On SIGINT/SIGTERM, time allowed for in-flight calls");
 ABSL_FLAG(std::string, model_control, "none",

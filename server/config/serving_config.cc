@@ -159,6 +159,38 @@ absl::StatusOr<std::vector<InstanceSpec>> ExpandInstances(const std::vector<Grou
   return out;
 }
 
+// config.pbtxt's model_warmup samples, checked as far as they can be without the model
+// (its input is checked when it loads: instance_warm_up.h).
+absl::StatusOr<std::vector<::inference::ModelWarmup>> WarmUpSamples(
+    const v1::ServingConfig& overrides, int max_batch_size) {
+  std::vector<::inference::ModelWarmup> samples;
+  for (const ::inference::ModelWarmup& w : overrides.model_warmup()) {
+    const std::string which = absl::StrCat("model_warmup '", w.name(), "'");
+    if (w.batch_size() < 1 || w.batch_size() > static_cast<uint32_t>(max_batch_size)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          which, ": batch_size must be in 1..", max_batch_size, " (the model's max_batch_size)"));
+    }
+    if (w.count() > 1000) {
+      return absl::InvalidArgumentError(absl::StrCat(which, ": count must be at most 1000"));
+    }
+    if (w.inputs_size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, ": give the model's one input, not ", w.inputs_size()));
+    }
+    const auto& input = w.inputs().begin()->second;
+    if (input.input_data_type_case() == ::inference::ModelWarmup::Input::kInputDataFile) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, ": input_data_file is not supported; use zero_data or random_data"));
+    }
+    if (input.input_data_type_case() == ::inference::ModelWarmup::Input::INPUT_DATA_TYPE_NOT_SET) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(which, ": its input needs zero_data or random_data"));
+    }
+    samples.push_back(w);
+  }
+  return samples;
+}
+
 }  // namespace
 
 absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
@@ -172,6 +204,7 @@ absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
                                ? overrides.optimization().cuda().graphs()
                                : defaults.cuda_graphs;
   GS_ASSIGN_OR_RETURN(plan.instances, ExpandInstances(plan.groups));
+  GS_ASSIGN_OR_RETURN(plan.warm_up, WarmUpSamples(overrides, plan.batching.max_batch_size));
   for (InstanceSpec& spec : plan.instances) {
     spec.cuda_graphs = spec.kind == InstanceSpec::Kind::kGpu && cuda_graphs;
     spec.max_batch_size = plan.batching.max_batch_size;

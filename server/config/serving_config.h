@@ -35,6 +35,8 @@ struct ServingPlan {
   // The instance groups as resolved (KIND_AUTO made CPU or GPU, GPUs listed), for
   // KServe ModelConfig.
   std::vector<::inference::ModelInstanceGroup> groups;
+  // config.pbtxt's model_warmup samples (empty: the server's own warm-up).
+  std::vector<::inference::ModelWarmup> warm_up;
 };
 
 // Parses config.pbtxt text (empty text: no overrides). INVALID_ARGUMENT on syntax errors
@@ -49,7 +51,9 @@ absl::StatusOr<::gatescope::v1::ServingConfig> ParseServingConfig(std::string_vi
 // `gpus` (empty: each of the `devices.gpus` visible GPUs); KIND_AUTO as KIND_GPU when a GPU
 // is visible, else as KIND_CPU. INVALID_ARGUMENT for out-of-range values or KIND_MODEL;
 // UNAVAILABLE for KIND_GPU without a visible GPU (with devices.no_gpu_reason). Whether a
-// listed GPU exists is checked when its instance loads.
+// listed GPU exists is checked when its instance loads. model_warmup samples need a
+// batch_size in 1..max_batch_size, count <= 1000, exactly one input, and zero_data or
+// random_data (INVALID_ARGUMENT otherwise; input_data_file is not supported).
 absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
                                             int model_max_batch_size,
                                             const ::gatescope::v1::ServingConfig& overrides,

@@ -110,6 +110,8 @@ absl::Status ModelRepository::InitModel(ServedModel& model, const std::string& m
   }
   GS_ASSIGN_OR_RETURN(model.plan, MakeServingPlan(options_.defaults, model.config.max_batch_size(),
                                                   overrides, deps_.loader->Devices()));
+  // A model_warmup sample that does not fit the model fails its load, warm-up on or off.
+  GS_RETURN_IF_ERROR(WarmUpCalls(InstanceSpec{}, model.plan.warm_up, *model.task).status());
   return InitInstances(model, path);
 }
 
@@ -138,7 +140,9 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
 
 void ModelRepository::WarmUpInstance(const ServedModel& model, const InstanceSpec& spec,
                                      ModelRunner& runner) const {
-  const std::vector<WarmUpCall> calls = WarmUpCalls(spec);
+  // Checked when the model's plan was made (InitModel).
+  const std::vector<WarmUpCall> calls =
+      WarmUpCalls(spec, model.plan.warm_up, *model.task).value_or(std::vector<WarmUpCall>{});
   const absl::Time start = absl::Now();
   const absl::Status warmed = WarmUp(runner, *model.task, calls);
   const std::string who = absl::StrCat(model.name, " version ", model.version, " ", spec.name);

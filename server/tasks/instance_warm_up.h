@@ -1,36 +1,49 @@
 // Warm-up of a model instance before it serves. TorchScript's profiling executor profiles
 // a forward on its first call and optimises it on the second: the shipped models' first two
-// forwards took 28-150 ms each on the CPU, against 0.5-6 ms from the third on
-// (docs/performance.md, "Warm-up before a model serves"). Without a warm-up the first
-// requests after every load pay that. A GPU instance with CUDA graphs also records a graph
-// per batch bucket on the call after its warm-up calls (CudaGraphPolicy); warming every
-// bucket records them all before the first request.
+// requests took 26-200 ms each on the CPU, against 0.6-43 ms once warm (docs/performance.md,
+// "Warm-up before a model serves"). Without a warm-up the first requests after every load
+// pay that. A GPU instance with CUDA graphs also records a graph per batch bucket on the
+// call after its warm-up calls (CudaGraphPolicy); warming every bucket records them all
+// before the first request.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include <ATen/core/Tensor.h>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "inference/model_config.pb.h"
 #include "server/config/instance_spec.h"
 #include "server/runtime/model_runner.h"
-#include "server/tasks/batch_assembly.h"
+#include "server/tasks/task.h"
 
 namespace gatescope {
 
 struct WarmUpCall {
   int64_t batch = 1;
-  int count = 1;  // calls of this batch size, in a row
+  int count = 1;       // calls of this batch size, in a row
+  at::Tensor example;  // each of the batch's examples; undefined: the task's WarmUpExample()
 };
 
-// What an instance runs before it serves: batch 1 twice; with CUDA graphs on a GPU
-// instance, each bucket up to `spec.max_batch_size` (1, 2, 4, ..., and the largest) as
-// many times as it takes to record its graph.
-std::vector<WarmUpCall> WarmUpCalls(const InstanceSpec& spec);
+// What an instance runs before it serves: config.pbtxt's model_warmup `samples` in order
+// (Triton's semantics: `batch_size` copies of the sample per call, `count` calls, 0 meaning
+// one), or else batch 1 twice; then, on a GPU instance with CUDA graphs, each bucket up to
+// `spec.max_batch_size` (1, 2, 4, ..., and the largest) as many times as it takes to record
+// its graph. A sample's one input must be the model's (`task`'s KServe input: its name and
+// data type, dims equal where the model fixes them). Image inputs get zeros or uniform
+// [0, 1) values of the sample's dims; a text input, whose examples are piece ids, gets the
+// task's own example either way (Triton, too, falls back from random to zero data for
+// strings). INVALID_ARGUMENT when a sample does not fit the model.
+absl::StatusOr<std::vector<WarmUpCall>> WarmUpCalls(
+    const InstanceSpec& spec, const std::vector<::inference::ModelWarmup>& samples,
+    const Task& task);
 
-// Runs `calls` on `runner` with `assembly`'s warm-up example, gathered as requests are.
+// Runs `calls` on `runner`, each call's examples gathered by `assembly` as requests are.
 // Blocks for the forwards; `runner` must not be in use by anything else yet. Returns the
-// first failure (the model rejecting the all-zero example, say), after which no more calls
-// are made; UNIMPLEMENTED when the task has no warm-up example.
+// first failure (the model rejecting the example, say), after which no more calls are
+// made; UNIMPLEMENTED when a call needs the task's example and it has none.
 absl::Status WarmUp(ModelRunner& runner, const BatchAssembly& assembly,
                     const std::vector<WarmUpCall>& calls);
 

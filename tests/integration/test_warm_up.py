@@ -45,3 +45,23 @@ def test_without_warm_up_no_forward_runs_at_load(tmp_path):
         assert "warmed up" not in srv.log()
     finally:
         assert stop_server(srv) == 0
+
+
+def test_config_pbtxt_model_warmup_samples_replace_the_default(tmp_path):
+    repo = repository(tmp_path)
+    config = repo / "vit_fmnist" / "config.pbtxt"
+    config.write_text(config.read_text() + """
+model_warmup {
+  name: "noise" batch_size: 4 count: 3
+  inputs { key: "input" value { data_type: TYPE_FP32 dims: [ 1, 28, 28 ] random_data: true } }
+}
+""")
+    srv = start_server(tmp_path, repo)
+    try:
+        log = srv.log()
+        assert "vit_fmnist version 1 group0_0: warmed up with 3 forward(s)" in log, log
+        assert "dgt_wordnet version 1 group0_0: warmed up with 2 forward(s)" in log, log
+        client = Client(f"http://127.0.0.1:{srv.http_port}", timeout=60)
+        assert client.model_ready("vit_fmnist")
+    finally:
+        assert stop_server(srv) == 0

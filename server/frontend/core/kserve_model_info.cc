@@ -100,6 +100,7 @@ void FillModelConfig(const ServedModel& model, kv::ModelConfig* c) {
     if (instance.cuda_graphs) c->mutable_optimization()->mutable_cuda()->set_graphs(true);
   }
   FillDynamicBatching(model.plan.batching, c->mutable_dynamic_batching());
+  for (const auto& sample : model.plan.warm_up) *c->add_model_warmup() = sample;
   FillParameters(model.config, c->mutable_parameters());
 }
 

@@ -160,6 +160,31 @@ TEST_F(ServerTest, ModelConfigSaysWhichModelsReplayCudaGraphs) {
   (*server)->Wait();
 }
 
+TEST_F(ServerTest, ModelConfigReportsTheModelsWarmUpSamples) {
+  AddModel("warmed", R"pb(model_warmup { name: "w" batch_size: 1 count: 2
+    inputs { key: "input" value { data_type: TYPE_FP32 dims: [ 1, 2, 2 ] random_data: true } } })pb");
+  auto server = Server::Start(Options(), {&loader_, nullptr});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto kserve = ::inference::GRPCInferenceService::NewStub(Connect((*server)->grpc_port()));
+  auto warm_up = [&](const std::string& model) {
+    ::inference::ModelConfigRequest request;
+    request.set_name(model);
+    ::inference::ModelConfigResponse config;
+    const grpc::Status st =
+        WithDeadline([&](auto* c) { return kserve->ModelConfig(c, request, &config); });
+    EXPECT_TRUE(st.ok()) << model << ": " << st.error_message();
+    return config.config().model_warmup();
+  };
+  const auto samples = warm_up("warmed");
+  ASSERT_EQ(samples.size(), 1);
+  EXPECT_EQ(samples[0].name(), "w");
+  EXPECT_EQ(samples[0].count(), 2u);
+  EXPECT_TRUE(samples[0].inputs().at("input").random_data());
+  EXPECT_TRUE(warm_up("m").empty());  // the server's own warm-up is not a sample
+  (*server)->Shutdown();
+  (*server)->Wait();
+}
+
 TEST_F(ServerTest, RefusesBadOptionsAndAMissingRepository) {
   ServerOptions bad = Options();
   bad.grpc_port = 70000;

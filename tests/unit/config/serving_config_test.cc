@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace gatescope {
 namespace {
@@ -126,6 +127,51 @@ TEST(ServingConfigTest, InstanceGroupsFollowTritonOnDevices) {
   auto cpu_with_gpus = ParseServingConfig("instance_group { kind: KIND_CPU gpus: [0] }").value();
   EXPECT_EQ(MakeServingPlan(ServingDefaults(), 0, cpu_with_gpus, two_gpus).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ServingConfigTest, TritonsModelWarmupSamplesAreKeptInOrderAndCheckedAsFarAsTheyCanBe) {
+  auto plan = [](const std::string& text) {
+    return MakeServingPlan(ServingDefaults(), /*model_max_batch_size=*/8,
+                           ParseServingConfig("max_batch_size: 8 " + text).value());
+  };
+  auto ok = plan(R"pb(
+    model_warmup {
+      name: "zeros" batch_size: 8 count: 2
+      inputs { key: "input" value { data_type: TYPE_FP32 dims: [ 1, 28, 28 ] zero_data: true } }
+    }
+    model_warmup {
+      name: "noise" batch_size: 1
+      inputs { key: "input" value { data_type: TYPE_FP32 dims: [ 1, 28, 28 ] random_data: true } }
+    })pb");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  ASSERT_EQ(ok->warm_up.size(), 2u);
+  EXPECT_EQ(ok->warm_up[0].name(), "zeros");
+  EXPECT_EQ(ok->warm_up[0].batch_size(), 8u);
+  EXPECT_EQ(ok->warm_up[0].count(), 2u);
+  EXPECT_TRUE(ok->warm_up[1].inputs().at("input").random_data());
+  EXPECT_TRUE(plan("").value().warm_up.empty());
+  const std::string input =
+      R"pb(inputs { key: "input" value { data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } })pb";
+  struct Case {
+    std::string text, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"model_warmup { name: \"w\" batch_size: 9 " + input + " }",
+            "model_warmup 'w': batch_size must be in 1..8"},
+           {"model_warmup { name: \"w\" " + input + " }", "batch_size must be in 1..8"},
+           {"model_warmup { name: \"w\" batch_size: 1 count: 1001 " + input + " }",
+            "count must be at most 1000"},
+           {"model_warmup { name: \"w\" batch_size: 1 }", "give the model's one input, not 0"},
+           {R"pb(model_warmup { name: "w" batch_size: 1
+                   inputs { key: "input" value { data_type: TYPE_FP32 input_data_file: "x" } } })pb",
+            "input_data_file is not supported"},
+           {R"pb(model_warmup { name: "w" batch_size: 1
+                   inputs { key: "input" value { data_type: TYPE_FP32 } } })pb",
+            "needs zero_data or random_data"}}) {
+    auto refused = plan(c.text);
+    ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_NE(refused.status().message().find(c.says), std::string::npos) << refused.status();
+  }
 }
 
 TEST(ServingConfigTest, CudaGraphsFollowTheModelOverTheServerAndOnlyOnGpus) {

@@ -99,6 +99,32 @@ TEST_F(ModelRepositoryTest, AFailedWarmUpIsNoReasonNotToServe) {
   EXPECT_EQ(loader_.runners()[0]->batch_sizes(), (std::vector<int64_t>{1}));  // then stopped
 }
 
+TEST_F(ModelRepositoryTest, ConfiguredWarmUpSamplesRunAndOnesThatDoNotFitFailTheLoad) {
+  const std::string sample = R"pb(
+    model_warmup { name: "w" batch_size: 2 count: 3
+      inputs { key: "input" value { data_type: TYPE_FP32 dims: DIMS zero_data: true } } })pb";
+  auto with_dims = [&](const std::string& dims) {
+    std::string text = sample;
+    return text.replace(text.find("DIMS"), 4, dims);
+  };
+  AddVersion("m", "1");
+  std::ofstream(root_ / "m" / "config.pbtxt") << with_dims("[ 1, 2, 2 ]");
+  AddVersion("bad", "1");
+  std::ofstream(root_ / "bad" / "config.pbtxt") << with_dims("[ 1, 4, 4 ]");
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  ASSERT_TRUE((*repo)->Find("m", "").value()->ready());
+  const auto bad = (*repo)->Find("bad", "1");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ((*bad)->load_status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE((*bad)->load_status.message().find("dims [1,4,4] do not fit input 'input' [1,2,2]"),
+            std::string::npos)
+      << (*bad)->load_status;
+  // Only the good model's instance was made; it ran the sample, not the default warm-up.
+  ASSERT_EQ(loader_.runners().size(), 1u);
+  EXPECT_EQ(loader_.runners()[0]->batch_sizes(), (std::vector<int64_t>{2, 2, 2}));
+}
+
 TEST_F(ModelRepositoryTest, VersionsOrderNumericallyAndDefaultToHighestReady) {
   for (const char* v : {"1", "2", "10", "9"}) AddVersion("m", v);
   AddVersion("other", "7");

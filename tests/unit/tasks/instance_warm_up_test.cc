@@ -31,19 +31,83 @@ InstanceSpec Spec(InstanceSpec::Kind kind, bool graphs, int max_batch) {
 
 std::unique_ptr<Task> Classifier() { return testing::ImageClassifier({1, 3, 2}); }
 
+std::vector<std::pair<int64_t, int>> Pairs(const InstanceSpec& spec,
+                                           const std::vector<::inference::ModelWarmup>& samples = {}) {
+  auto calls = WarmUpCalls(spec, samples, *Classifier());
+  EXPECT_TRUE(calls.ok()) << calls.status();
+  return calls.ok() ? Pairs(*calls) : std::vector<std::pair<int64_t, int>>{};
+}
+
 TEST(WarmUpCallsTest, BatchOneTwiceUnlessAGpuInstanceRecordsGraphs) {
   using Calls = std::vector<std::pair<int64_t, int>>;
-  EXPECT_EQ(Pairs(WarmUpCalls(Spec(InstanceSpec::Kind::kCpu, false, 32))), (Calls{{1, 2}}));
+  EXPECT_EQ(Pairs(Spec(InstanceSpec::Kind::kCpu, false, 32)), (Calls{{1, 2}}));
   // cuda_graphs means nothing on a CPU instance; a GPU instance without graphs profiles only.
-  EXPECT_EQ(Pairs(WarmUpCalls(Spec(InstanceSpec::Kind::kCpu, true, 32))), (Calls{{1, 2}}));
-  EXPECT_EQ(Pairs(WarmUpCalls(Spec(InstanceSpec::Kind::kGpu, false, 32))), (Calls{{1, 2}}));
+  EXPECT_EQ(Pairs(Spec(InstanceSpec::Kind::kCpu, true, 32)), (Calls{{1, 2}}));
+  EXPECT_EQ(Pairs(Spec(InstanceSpec::Kind::kGpu, false, 32)), (Calls{{1, 2}}));
   // With graphs: every bucket the policy pads to, each to its recording (2 warm-up calls,
-  // then the recording call).
-  EXPECT_EQ(Pairs(WarmUpCalls(Spec(InstanceSpec::Kind::kGpu, true, 6))),
+  // then the recording call); batch 1's profile the forward too.
+  EXPECT_EQ(Pairs(Spec(InstanceSpec::Kind::kGpu, true, 6)),
             (Calls{{1, 3}, {2, 3}, {4, 3}, {6, 3}}));
-  EXPECT_EQ(Pairs(WarmUpCalls(Spec(InstanceSpec::Kind::kGpu, true, 8))),
+  EXPECT_EQ(Pairs(Spec(InstanceSpec::Kind::kGpu, true, 8)),
             (Calls{{1, 3}, {2, 3}, {4, 3}, {8, 3}}));
-  EXPECT_EQ(Pairs(WarmUpCalls(Spec(InstanceSpec::Kind::kGpu, true, 1))), (Calls{{1, 3}}));
+  EXPECT_EQ(Pairs(Spec(InstanceSpec::Kind::kGpu, true, 1)), (Calls{{1, 3}}));
+}
+
+::inference::ModelWarmup Sample(const std::string& name, uint32_t batch, uint32_t count,
+                                const std::string& input, ::inference::DataType type,
+                                std::vector<int64_t> dims, bool random = false) {
+  ::inference::ModelWarmup w;
+  w.set_name(name);
+  w.set_batch_size(batch);
+  w.set_count(count);
+  auto& in = (*w.mutable_inputs())[input];
+  in.set_data_type(type);
+  for (int64_t d : dims) in.add_dims(d);
+  random ? in.set_random_data(true) : in.set_zero_data(true);
+  return w;
+}
+
+TEST(WarmUpCallsTest, ConfiguredSamplesReplaceTheDefaultAndKeepTheGraphBuckets) {
+  auto task = Classifier();
+  const auto zeros = Sample("z", 4, 0, "input", ::inference::TYPE_FP32, {1, 3, 2});
+  const auto noise = Sample("r", 2, 3, "input", ::inference::TYPE_FP32, {1, 3, 2}, true);
+  auto calls = WarmUpCalls(Spec(InstanceSpec::Kind::kCpu, false, 8), {zeros, noise}, *task);
+  ASSERT_TRUE(calls.ok()) << calls.status();
+  using Calls = std::vector<std::pair<int64_t, int>>;
+  EXPECT_EQ(Pairs(*calls), (Calls{{4, 1}, {2, 3}}));  // count 0 means once, as in Triton
+  ASSERT_TRUE((*calls)[0].example.defined() && (*calls)[1].example.defined());
+  EXPECT_EQ((*calls)[0].example.sizes().vec(), (std::vector<int64_t>{1, 3, 2}));
+  EXPECT_EQ((*calls)[0].example.abs().sum().item<float>(), 0.0f);
+  const at::Tensor r = (*calls)[1].example;
+  EXPECT_GT(r.abs().sum().item<float>(), 0.0f);
+  EXPECT_TRUE((r.ge(0) & r.lt(1)).all().item<bool>());  // uniform [0, 1)
+  // A GPU instance with graphs still records every bucket after the samples.
+  EXPECT_EQ(Pairs(Spec(InstanceSpec::Kind::kGpu, true, 4), {zeros}),
+            (Calls{{4, 1}, {1, 3}, {2, 3}, {4, 3}}));
+}
+
+TEST(WarmUpCallsTest, ASampleThatDoesNotFitTheModelsInputIsRefusedWithWhy) {
+  auto task = Classifier();
+  const InstanceSpec cpu = Spec(InstanceSpec::Kind::kCpu, false, 8);
+  struct Case {
+    ::inference::ModelWarmup sample;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {Sample("a", 1, 1, "image", ::inference::TYPE_FP32, {1, 3, 2}),
+       "model_warmup 'a': the model's input is 'input', not 'image'"},
+      {Sample("b", 1, 1, "input", ::inference::TYPE_UINT8, {1, 3, 2}),
+       "input 'input' is TYPE_FP32, not TYPE_UINT8"},
+      {Sample("c", 1, 1, "input", ::inference::TYPE_FP32, {1, 2, 3}),
+       "model_warmup 'c': dims [1,2,3] do not fit input 'input' [1,3,2]"},
+      {Sample("d", 1, 1, "input", ::inference::TYPE_FP32, {3, 2}), "dims [3,2] do not fit"},
+      {Sample("e", 1, 1, "input", ::inference::TYPE_FP32, {1, 0, 2}), "dims [1,0,2] do not fit"},
+  };
+  for (const Case& c : cases) {
+    auto calls = WarmUpCalls(cpu, {c.sample}, *task);
+    ASSERT_EQ(calls.status().code(), absl::StatusCode::kInvalidArgument) << c.says;
+    EXPECT_NE(calls.status().message().find(c.says), std::string::npos) << calls.status();
+  }
 }
 
 TEST(WarmUpTest, RunsEachCallOnGatheredZeroExamplesOfTheModelsSize) {
@@ -55,15 +119,26 @@ TEST(WarmUpTest, RunsEachCallOnGatheredZeroExamplesOfTheModelsSize) {
   EXPECT_EQ(example->abs().sum().item<float>(), 0.0f);
 
   FakeRunner runner;
-  ASSERT_TRUE(WarmUp(runner, *task, {{1, 2}, {4, 3}}).ok());
+  ASSERT_TRUE(WarmUp(runner, *task, {{1, 2, {}}, {4, 3, {}}}).ok());
   EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{1, 1, 4, 4, 4}));
+}
+
+TEST(WarmUpTest, ACallsOwnExampleIsWhatRuns) {
+  auto task = Classifier();
+  FakeRunner runner;  // logits = sum of the example times [1, 2, 3]
+  ASSERT_TRUE(WarmUp(runner, *task, {{3, 1, at::ones({1, 3, 2})}}).ok());
+  EXPECT_EQ(runner.batch_sizes(), (std::vector<int64_t>{3}));
+  runner.RejectExamplesAbove(5.0f);  // the ones sum to 6: the model refuses them
+  EXPECT_EQ(WarmUp(runner, *task, {{1, 1, at::ones({1, 3, 2})}}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(WarmUp(runner, *task, {{1, 1, {}}}).ok());  // the task's zeros pass
 }
 
 TEST(WarmUpTest, StopsAtTheFirstFailureAndSaysWhere) {
   auto task = Classifier();
   FakeRunner runner;
   runner.FailWith(absl::InternalError("model broke"));
-  const absl::Status st = WarmUp(runner, *task, {{2, 2}, {4, 3}});
+  const absl::Status st = WarmUp(runner, *task, {{2, 2, {}}, {4, 3, {}}});
   EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
   EXPECT_NE(st.message().find("warm-up forward at batch 2: model broke"), std::string::npos)
       << st;
@@ -85,7 +160,7 @@ class NoExample : public BatchAssembly {
 TEST(WarmUpTest, ATaskWithoutAnExampleIsUnimplementedAndRunsNothing) {
   NoExample assembly;
   FakeRunner runner;
-  EXPECT_EQ(WarmUp(runner, assembly, {{1, 2}}).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(WarmUp(runner, assembly, {{1, 2, {}}}).code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(runner.batch_sizes().empty());
 }
 

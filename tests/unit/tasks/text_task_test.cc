@@ -17,6 +17,7 @@
 #include "server/preprocess/sentencepiece_spec.h"
 #include "server/preprocess/text_tokenizer.h"
 #include "server/preprocess/utf8.h"
+#include "server/tasks/instance_warm_up.h"
 #include "server/tasks/task_registry.h"
 #include "server/tasks/text_batches.h"
 
@@ -365,6 +366,25 @@ TEST(TextTaskTest, WarmsUpWithTheLongestTextItReadsAllPadIds) {
   ASSERT_EQ((*batches)[0].inputs.size(), 2u);
   EXPECT_EQ((*batches)[0].inputs[0].sizes().vec(), (std::vector<int64_t>{2, 8}));
   EXPECT_EQ((*batches)[0].inputs[1].sum().item<int64_t>(), 16);
+}
+
+TEST(TextTaskTest, AConfiguredWarmUpSampleOfTextRunsTheTasksOwnExample) {
+  auto task = TextTask();
+  ::inference::ModelWarmup w;
+  w.set_name("t");
+  w.set_batch_size(2);
+  auto& in = (*w.mutable_inputs())["text"];
+  in.set_data_type(::inference::TYPE_STRING);
+  in.add_dims(1);
+  in.set_random_data(true);  // falls back to the task's example, as Triton falls back to zeros
+  auto calls = WarmUpCalls(InstanceSpec{}, {w}, *task);
+  ASSERT_TRUE(calls.ok()) << calls.status();
+  ASSERT_EQ(calls->size(), 1u);
+  EXPECT_EQ((*calls)[0].batch, 2);
+  EXPECT_FALSE((*calls)[0].example.defined());
+  in.set_data_type(::inference::TYPE_FP32);
+  EXPECT_EQ(WarmUpCalls(InstanceSpec{}, {w}, *task).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(TextTaskTest, NeedsItsTokenizerAndTextBlock) {
