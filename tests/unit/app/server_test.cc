@@ -74,6 +74,19 @@ grpc::Status WithDeadline(Call call) {
   return call(&ctx);
 }
 
+// KServe ModelConfig of `model` from the server on `port` (a failed call fails the test).
+::inference::ModelConfig KServeModelConfig(int port, const std::string& model) {
+  auto kserve = ::inference::GRPCInferenceService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  ::inference::ModelConfigRequest request;
+  request.set_name(model);
+  ::inference::ModelConfigResponse config;
+  const grpc::Status st =
+      WithDeadline([&](auto* c) { return kserve->ModelConfig(c, request, &config); });
+  EXPECT_TRUE(st.ok()) << model << ": " << st.error_message();
+  return config.config();
+}
+
 TEST_F(ServerTest, StartsOnFreePortsServesBothApisAndDrains) {
   auto server = Server::Start(Options(), {&loader_, nullptr});
   ASSERT_TRUE(server.ok()) << server.status();
@@ -143,15 +156,8 @@ TEST_F(ServerTest, ModelConfigSaysWhichModelsReplayCudaGraphs) {
   AddModel("graphs_on_cpu", "instance_group { kind: KIND_CPU } optimization { cuda { graphs: true } }");
   auto server = Server::Start(Options(), {&loader_, nullptr});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto kserve = ::inference::GRPCInferenceService::NewStub(Connect((*server)->grpc_port()));
   auto graphs = [&](const std::string& model) {
-    ::inference::ModelConfigRequest request;
-    request.set_name(model);
-    ::inference::ModelConfigResponse config;
-    const grpc::Status st =
-        WithDeadline([&](auto* c) { return kserve->ModelConfig(c, request, &config); });
-    EXPECT_TRUE(st.ok()) << model << ": " << st.error_message();
-    return config.config().optimization().cuda().graphs();
+    return KServeModelConfig((*server)->grpc_port(), model).optimization().cuda().graphs();
   };
   EXPECT_TRUE(graphs("graphed"));
   EXPECT_FALSE(graphs("graphs_on_cpu"));  // only GPU instances record graphs
@@ -165,15 +171,8 @@ TEST_F(ServerTest, ModelConfigReportsTheModelsWarmUpSamples) {
     inputs { key: "input" value { data_type: TYPE_FP32 dims: [ 1, 2, 2 ] random_data: true } } })pb");
   auto server = Server::Start(Options(), {&loader_, nullptr});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto kserve = ::inference::GRPCInferenceService::NewStub(Connect((*server)->grpc_port()));
   auto warm_up = [&](const std::string& model) {
-    ::inference::ModelConfigRequest request;
-    request.set_name(model);
-    ::inference::ModelConfigResponse config;
-    const grpc::Status st =
-        WithDeadline([&](auto* c) { return kserve->ModelConfig(c, request, &config); });
-    EXPECT_TRUE(st.ok()) << model << ": " << st.error_message();
-    return config.config().model_warmup();
+    return KServeModelConfig((*server)->grpc_port(), model).model_warmup();
   };
   const auto samples = warm_up("warmed");
   ASSERT_EQ(samples.size(), 1);
