@@ -12,6 +12,7 @@
 #include "server/common/clock.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
+#include "server/common/thread_scheduling.h"
 #include "server/config/model_config.h"
 #include "server/repository/monitoring_reference.h"
 #include "server/repository/repository_names.h"
@@ -144,7 +145,13 @@ void ModelRepository::WarmUpInstance(const ServedModel& model, const InstanceSpe
   const std::vector<WarmUpCall> calls =
       WarmUpCalls(spec, model.plan.warm_up, *model.task).value_or(std::vector<WarmUpCall>{});
   const absl::Time start = absl::Now();
-  const absl::Status warmed = WarmUp(runner, *model.task, calls);
+  absl::Status warmed;
+  {
+    // As the instance's worker will run them: on the forward CPUs, under the policy the
+    // process started with (thread pools the first forwards start inherit it).
+    const ForwardPassScheduling forwards;
+    warmed = WarmUp(runner, *model.task, calls);
+  }
   const std::string who = absl::StrCat(model.name, " version ", model.version, " ", spec.name);
   if (!warmed.ok()) {
     // The all-zero example is not a request: a model may refuse it and still serve.
@@ -223,18 +230,29 @@ absl::Status ModelRepository::LoadModelLocked(const std::string& name) {
   }
   Versions old;
   bool kept_old = false;
+  bool stopping = false;
   {
     absl::MutexLock lock(&mu_);
-    auto& slot = models_[name];
-    bool old_ready = false;
-    for (const auto& [v, m] : slot) old_ready |= m->ready();
-    fingerprints_[name] = print;
-    // A failed reload (e.g. a half-written file) keeps the versions that serve now.
-    kept_old = !any_ready && old_ready;
-    if (!kept_old) {
-      old.swap(slot);
-      slot = versions;
+    // A load (its warm-up forwards included) may outlast a StopAll that began meanwhile.
+    // StopAll sets stopped_ before it lists the models under mu_, so checked here, either
+    // StopAll stops these versions or they are stopped below.
+    stopping = stopped_.load();
+    if (!stopping) {
+      auto& slot = models_[name];
+      bool old_ready = false;
+      for (const auto& [v, m] : slot) old_ready |= m->ready();
+      fingerprints_[name] = print;
+      // A failed reload (e.g. a half-written file) keeps the versions that serve now.
+      kept_old = !any_ready && old_ready;
+      if (!kept_old) {
+        old.swap(slot);
+        slot = versions;
+      }
     }
+  }
+  if (stopping) {
+    StopVersions(versions);
+    return absl::UnavailableError("server is shutting down");
   }
   if (kept_old) {
     StopVersions(versions);

@@ -44,6 +44,10 @@ class GpuDevice final : public Device {
     }
   }
 
+  // graphs_ copies in through this device (it holds `this`): neither copied nor moved.
+  GpuDevice(const GpuDevice&) = delete;
+  GpuDevice& operator=(const GpuDevice&) = delete;
+
   c10::Device torch_device() const override { return device_; }
 
   std::unique_ptr<DeviceScope> Enter() override { return std::make_unique<StreamScope>(stream_); }

@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <exception>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -14,7 +16,8 @@ namespace gatescope {
 namespace {
 
 constexpr int kProfilingCalls = 2;  // TorchScript's profiling run, then its optimised plan
-constexpr int64_t kMaxSampleElements = int64_t{1} << 26;  // 256 MiB of FP32 per example
+// Elements of one sample's whole batch (batch_size examples): 256 MiB of FP32.
+constexpr int64_t kMaxSampleElements = int64_t{1} << 26;
 
 // The example of one model_warmup sample (undefined: the task's own), or why it does not
 // fit the model's input.
@@ -33,50 +36,32 @@ absl::StatusOr<at::Tensor> SampleExample(const ::inference::ModelWarmup& sample,
         ::inference::DataType_Name(input.data_type())));
   }
   bool fits = input.dims_size() == static_cast<int>(declared.shape.size());
-  int64_t elements = 1;
+  int64_t elements = std::max<int64_t>(1, sample.batch_size());
   for (int i = 0; fits && i < input.dims_size(); ++i) {
-    fits = input.dims(i) >= 1 && (declared.shape[i] == -1 || declared.shape[i] == input.dims(i));
-    elements *= fits ? input.dims(i) : 1;
-    fits = fits && elements <= kMaxSampleElements;
+    const int64_t d = input.dims(i);
+    // Divided, not multiplied, so that no product can overflow.
+    fits = d >= 1 && (declared.shape[i] == -1 || declared.shape[i] == d) &&
+           d <= kMaxSampleElements / elements;
+    if (fits) elements *= d;
   }
   if (!fits) {
     return absl::InvalidArgumentError(absl::StrCat(
         which, ": dims [", absl::StrJoin(input.dims(), ","), "] do not fit input '", name,
         "' [", absl::StrJoin(declared.shape, ","), "] (-1: any size; at most ",
-        kMaxSampleElements, " elements)"));
+        kMaxSampleElements, " elements in a batch of ", sample.batch_size(), ")"));
   }
   if (declared.type == ::inference::TYPE_STRING) return at::Tensor();
   const std::vector<int64_t> dims(input.dims().begin(), input.dims().end());
-  return input.has_random_data() ? at::rand(dims, at::kFloat) : at::zeros(dims, at::kFloat);
+  try {
+    return input.has_random_data() ? at::rand(dims, at::kFloat) : at::zeros(dims, at::kFloat);
+  } catch (const std::exception& e) {
+    return absl::ResourceExhaustedError(absl::StrCat(which, ": ", e.what()));
+  }
 }
 
-}  // namespace
-
-absl::StatusOr<std::vector<WarmUpCall>> WarmUpCalls(
-    const InstanceSpec& spec, const std::vector<::inference::ModelWarmup>& samples,
-    const Task& task) {
-  std::vector<WarmUpCall> calls;
-  for (const ::inference::ModelWarmup& sample : samples) {
-    GS_ASSIGN_OR_RETURN(at::Tensor example, SampleExample(sample, task));
-    calls.push_back({sample.batch_size(), std::max(1, static_cast<int>(sample.count())),
-                     std::move(example)});
-  }
-  const bool graphs = spec.kind == InstanceSpec::Kind::kGpu && spec.cuda_graphs;
-  if (samples.empty() && !graphs) calls.push_back({1, kProfilingCalls, {}});
-  if (!graphs) return calls;
-  // Batch 1 is the first bucket, so its calls profile the forward too. The policy records a shape on the call after its warm-up calls, at the buckets
-  // CudaGraphPolicy::Bucket pads to: powers of two below the largest batch, then the largest.
-  const int to_record = CudaGraphPolicy::Limits{}.warm_up_calls_per_shape + 1;
-  const int64_t largest = std::max(1, spec.max_batch_size);
-  for (int64_t bucket = 1;; bucket *= 2) {
-    calls.push_back({std::min(bucket, largest), to_record, {}});
-    if (bucket >= largest) break;
-  }
-  return calls;
-}
-
-absl::Status WarmUp(ModelRunner& runner, const BatchAssembly& assembly,
-                    const std::vector<WarmUpCall>& calls) {
+// WarmUp's calls; what throws is WarmUp's to catch.
+absl::Status WarmUpOrThrow(ModelRunner& runner, const BatchAssembly& assembly,
+                           const std::vector<WarmUpCall>& calls) {
   at::Tensor own;  // the task's example, made when a call first needs it
   for (const WarmUpCall& call : calls) {
     if (!call.example.defined() && !own.defined()) {
@@ -97,6 +82,46 @@ absl::Status WarmUp(ModelRunner& runner, const BatchAssembly& assembly,
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<WarmUpCall>> WarmUpCalls(
+    const InstanceSpec& spec, const std::vector<::inference::ModelWarmup>& samples,
+    const Task& task) {
+  std::vector<WarmUpCall> calls;
+  for (const ::inference::ModelWarmup& sample : samples) {
+    GS_ASSIGN_OR_RETURN(at::Tensor example, SampleExample(sample, task));
+    calls.push_back({sample.batch_size(), std::max(1, static_cast<int>(sample.count())),
+                     std::move(example)});
+  }
+  const bool graphs = spec.kind == InstanceSpec::Kind::kGpu && spec.cuda_graphs;
+  if (samples.empty() && !graphs) calls.push_back({1, kProfilingCalls, {}});
+  if (!graphs) return calls;
+  // Batch 1 is the first bucket, so its calls profile the forward too. The policy records
+  // a shape on the call after its warm-up calls, at the buckets CudaGraphPolicy::Bucket pads
+  // to: powers of two below the largest batch, then the largest. They run on the first
+  // sample's example when there are samples (a model may refuse the zero example), else on
+  // the task's own. Only that one example size is recorded: a model whose inputs vary in
+  // size (text lengths, images of any size) records its other shapes when requests bring
+  // them.
+  const int to_record = CudaGraphPolicy::Limits{}.warm_up_calls_per_shape + 1;
+  const at::Tensor example = calls.empty() ? at::Tensor() : calls.front().example;
+  const int64_t largest = std::max(1, spec.max_batch_size);
+  for (int64_t bucket = 1;; bucket *= 2) {
+    calls.push_back({std::min(bucket, largest), to_record, example});
+    if (bucket >= largest) break;
+  }
+  return calls;
+}
+
+absl::Status WarmUp(ModelRunner& runner, const BatchAssembly& assembly,
+                    const std::vector<WarmUpCall>& calls) {
+  try {
+    return WarmUpOrThrow(runner, assembly, calls);
+  } catch (const std::exception& e) {  // runners and gathers answer with a status; in case
+    return absl::InternalError(absl::StrCat("warm-up: ", e.what()));
+  }
 }
 
 }  // namespace gatescope

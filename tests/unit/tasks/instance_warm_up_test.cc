@@ -81,9 +81,38 @@ TEST(WarmUpCallsTest, ConfiguredSamplesReplaceTheDefaultAndKeepTheGraphBuckets) 
   const at::Tensor r = (*calls)[1].example;
   EXPECT_GT(r.abs().sum().item<float>(), 0.0f);
   EXPECT_TRUE((r.ge(0) & r.lt(1)).all().item<bool>());  // uniform [0, 1)
-  // A GPU instance with graphs still records every bucket after the samples.
-  EXPECT_EQ(Pairs(Spec(InstanceSpec::Kind::kGpu, true, 4), {zeros}),
-            (Calls{{4, 1}, {1, 3}, {2, 3}, {4, 3}}));
+  // A GPU instance with graphs still records every bucket after the samples, on the first
+  // sample's example (a model may refuse the task's zeros).
+  auto graphed = WarmUpCalls(Spec(InstanceSpec::Kind::kGpu, true, 4), {noise, zeros}, *task);
+  ASSERT_TRUE(graphed.ok()) << graphed.status();
+  EXPECT_EQ(Pairs(*graphed), (Calls{{2, 3}, {4, 1}, {1, 3}, {2, 3}, {4, 3}}));
+  for (size_t i = 2; i < graphed->size(); ++i) {
+    EXPECT_TRUE((*graphed)[i].example.equal((*graphed)[0].example)) << i;
+  }
+}
+
+TEST(WarmUpCallsTest, AnySizeInputsTakeTheSamplesDimsWithinABound) {
+  ModelConfig config;
+  config.set_task("image_classification");
+  for (int64_t d : {3, 8, 8}) config.mutable_input()->add_shape(d);
+  config.mutable_input()->set_any_size(true);
+  for (const char* l : {"a", "b", "c"}) config.add_labels(l);
+  config.add_outputs("logits");
+  auto task = CreateTask(config, TaskOptions()).value();
+  const InstanceSpec cpu = Spec(InstanceSpec::Kind::kCpu, false, 8);
+  auto calls =
+      WarmUpCalls(cpu, {Sample("big", 2, 1, "input", ::inference::TYPE_FP32, {3, 40, 24})}, *task);
+  ASSERT_TRUE(calls.ok()) << calls.status();
+  EXPECT_EQ((*calls)[0].example.sizes().vec(), (std::vector<int64_t>{3, 40, 24}));
+  // Products that would overflow, or a batch over 2^26 elements, are refused, not allocated.
+  for (const std::vector<int64_t>& dims :
+       {std::vector<int64_t>{3, int64_t{1} << 62, 1}, std::vector<int64_t>{3, 4096, 4096}}) {
+    auto refused = WarmUpCalls(cpu, {Sample("huge", 8, 1, "input", ::inference::TYPE_FP32, dims)},
+                               *task);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("in a batch of 8"), std::string::npos)
+        << refused.status();
+  }
 }
 
 TEST(WarmUpCallsTest, ASampleThatDoesNotFitTheModelsInputIsRefusedWithWhy) {
