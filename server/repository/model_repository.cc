@@ -154,7 +154,7 @@ void ModelRepository::WarmUpInstance(const ServedModel& model, const InstanceSpe
   }
   const std::string who = absl::StrCat(model.name, " version ", model.version, " ", spec.name);
   if (!warmed.ok()) {
-    // The all-zero example is not a request: a model may refuse it and still serve.
+    // A warm-up example is not a request: a model may refuse it and still serve.
     GS_LOG(WARNING) << who << ": warm-up stopped, serving without it: " << warmed;
     return;
   }
