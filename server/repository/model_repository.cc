@@ -16,7 +16,6 @@
 #include "server/config/model_config.h"
 #include "server/repository/monitoring_reference.h"
 #include "server/repository/repository_names.h"
-#include "server/tasks/instance_warm_up.h"
 #include "server/tasks/task_registry.h"
 
 namespace gatescope {
@@ -112,11 +111,13 @@ absl::Status ModelRepository::InitModel(ServedModel& model, const std::string& m
   GS_ASSIGN_OR_RETURN(model.plan, MakeServingPlan(options_.defaults, model.config.max_batch_size(),
                                                   overrides, deps_.loader->Devices()));
   // A model_warmup sample that does not fit the model fails its load, warm-up on or off.
-  GS_RETURN_IF_ERROR(WarmUpCalls(InstanceSpec{}, model.plan.warm_up, *model.task).status());
-  return InitInstances(model, path);
+  GS_ASSIGN_OR_RETURN(std::vector<WarmUpCall> sample_calls,
+                      SampleWarmUpCalls(model.plan.warm_up, *model.task));
+  return InitInstances(model, path, sample_calls);
 }
 
-absl::Status ModelRepository::InitInstances(ServedModel& model, const std::string& path) const {
+absl::Status ModelRepository::InitInstances(ServedModel& model, const std::string& path,
+                                            const std::vector<WarmUpCall>& sample_calls) const {
   model.observer = std::make_unique<MetricsObserver>(model.metrics);
   model.metrics->queue_capacity->Set(QueueCapacity(model.plan.batching));
   std::vector<Executor*> executors;
@@ -127,7 +128,9 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
                           absl::StrCat("instance ", spec.name, " on ", DeviceName(spec), ": ",
                                        runner.status().message()));
     }
-    if (options_.defaults.warm_up) WarmUpInstance(model, spec, **runner);
+    if (options_.defaults.warm_up) {
+      WarmUpInstance(model, WarmUpCalls(spec, sample_calls), spec, **runner);
+    }
     model.instances.push_back(std::make_unique<ModelInstance>(
         *std::move(runner), model.task.get(), deps_.clock, model.observer.get(),
         deps_.replies));
@@ -139,11 +142,9 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
   return absl::OkStatus();
 }
 
-void ModelRepository::WarmUpInstance(const ServedModel& model, const InstanceSpec& spec,
-                                     ModelRunner& runner) const {
-  // Checked when the model's plan was made (InitModel).
-  const std::vector<WarmUpCall> calls =
-      WarmUpCalls(spec, model.plan.warm_up, *model.task).value_or(std::vector<WarmUpCall>{});
+void ModelRepository::WarmUpInstance(const ServedModel& model,
+                                     const std::vector<WarmUpCall>& calls,
+                                     const InstanceSpec& spec, ModelRunner& runner) const {
   const absl::Time start = absl::Now();
   absl::Status warmed;
   {

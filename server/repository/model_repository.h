@@ -30,6 +30,7 @@
 #include "server/metrics/server_metrics.h"
 #include "server/repository/served_model.h"
 #include "server/runtime/model_loader.h"
+#include "server/tasks/instance_warm_up.h"
 #include "server/tasks/task.h"
 
 namespace gatescope {
@@ -131,11 +132,13 @@ class ModelRepository {
                                           absl::Status status) const;
   absl::Status InitModel(ServedModel& model, const std::string& model_dir,
                          const std::string& path) const;
-  absl::Status InitInstances(ServedModel& model, const std::string& path) const;
-  // Runs the instance's warm-up forwards (instance_warm_up.h) on the loading thread, before
+  // `sample_calls`: the model's model_warmup calls (SampleWarmUpCalls), made once.
+  absl::Status InitInstances(ServedModel& model, const std::string& path,
+                             const std::vector<WarmUpCall>& sample_calls) const;
+  // Runs the instance's warm-up `calls` (instance_warm_up.h) on the loading thread, before
   // the instance joins its model; a failure is logged and the instance serves anyway.
-  void WarmUpInstance(const ServedModel& model, const InstanceSpec& spec,
-                      ModelRunner& runner) const;
+  void WarmUpInstance(const ServedModel& model, const std::vector<WarmUpCall>& calls,
+                      const InstanceSpec& spec, ModelRunner& runner) const;
   absl::Status LoadModelLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   absl::Status UnloadModelLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);

@@ -25,6 +25,14 @@ int64_t CudaGraphPolicy::Bucket(int64_t batch, int64_t max_batch) {
   return std::max(batch, std::min(bucket, max_batch));
 }
 
+std::vector<int64_t> CudaGraphPolicy::Buckets(int64_t max_batch) {
+  const int64_t largest = std::max<int64_t>(1, max_batch);
+  std::vector<int64_t> buckets;
+  for (int64_t bucket = 1; bucket < largest; bucket *= 2) buckets.push_back(bucket);
+  buckets.push_back(largest);
+  return buckets;
+}
+
 std::string CudaGraphPolicy::ShapeKey(const ModelInputs& inputs, int64_t batch) {
   std::string key;
   for (const at::Tensor& t : inputs) {

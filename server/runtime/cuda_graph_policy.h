@@ -1,12 +1,13 @@
 // Which forward calls of one GPU instance run eagerly, which record a CUDA graph and which
 // replay one (--cuda_graphs), and the batch sizes graphs are recorded for. Kept apart from
-// CUDA so that it is tested without a GPU; the recording itself is in gpu_device_cuda.cc.
+// CUDA so that it is tested without a GPU; the recording itself is in cuda_graphs_cuda.cc.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include <ATen/core/ivalue.h>
 
@@ -44,6 +45,9 @@ class CudaGraphPolicy {
   // The batch size a batch of `batch` (>= 1) is padded to: the next power of two, but at
   // most `max_batch` and never below `batch`.
   static int64_t Bucket(int64_t batch, int64_t max_batch);
+  // Every size Bucket pads a batch of 1..`max_batch` to, ascending: the powers of two below
+  // `max_batch`, then `max_batch` (at least 1).
+  static std::vector<int64_t> Buckets(int64_t max_batch);
 
   // "Float[64,1,28,28];Long[64,16]": each input's dtype and sizes, in order, with the
   // batch dimension read as `batch` rows when given (>= 0): the key of the padded inputs

@@ -86,31 +86,32 @@ absl::Status WarmUpOrThrow(ModelRunner& runner, const BatchAssembly& assembly,
 
 }  // namespace
 
-absl::StatusOr<std::vector<WarmUpCall>> WarmUpCalls(
-    const InstanceSpec& spec, const std::vector<::inference::ModelWarmup>& samples,
-    const Task& task) {
+absl::StatusOr<std::vector<WarmUpCall>> SampleWarmUpCalls(
+    const std::vector<::inference::ModelWarmup>& samples, const Task& task) {
   std::vector<WarmUpCall> calls;
   for (const ::inference::ModelWarmup& sample : samples) {
     GS_ASSIGN_OR_RETURN(at::Tensor example, SampleExample(sample, task));
     calls.push_back({sample.batch_size(), std::max(1, static_cast<int>(sample.count())),
                      std::move(example)});
   }
+  return calls;
+}
+
+std::vector<WarmUpCall> WarmUpCalls(const InstanceSpec& spec,
+                                    std::vector<WarmUpCall> sample_calls) {
+  std::vector<WarmUpCall> calls = std::move(sample_calls);
   const bool graphs = spec.kind == InstanceSpec::Kind::kGpu && spec.cuda_graphs;
-  if (samples.empty() && !graphs) calls.push_back({1, kProfilingCalls, {}});
+  if (calls.empty() && !graphs) calls.push_back({1, kProfilingCalls, {}});
   if (!graphs) return calls;
   // Batch 1 is the first bucket, so its calls profile the forward too. The policy records
-  // a shape on the call after its warm-up calls, at the buckets CudaGraphPolicy::Bucket pads
-  // to: powers of two below the largest batch, then the largest. They run on the first
-  // sample's example when there are samples (a model may refuse the zero example), else on
-  // the task's own. Only that one example size is recorded: a model whose inputs vary in
-  // size (text lengths, images of any size) records its other shapes when requests bring
-  // them.
+  // a shape on the call after its warm-up calls. The buckets run on the first sample's
+  // example when there are samples (a model may refuse the zero example), else on the
+  // task's own. Only that one example size is recorded: a model whose inputs vary in size
+  // (text lengths, images of any size) records its other shapes when requests bring them.
   const int to_record = CudaGraphPolicy::Limits{}.warm_up_calls_per_shape + 1;
   const at::Tensor example = calls.empty() ? at::Tensor() : calls.front().example;
-  const int64_t largest = std::max(1, spec.max_batch_size);
-  for (int64_t bucket = 1;; bucket *= 2) {
-    calls.push_back({std::min(bucket, largest), to_record, example});
-    if (bucket >= largest) break;
+  for (int64_t bucket : CudaGraphPolicy::Buckets(spec.max_batch_size)) {
+    calls.push_back({bucket, to_record, example});
   }
   return calls;
 }

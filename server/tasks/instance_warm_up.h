@@ -27,20 +27,24 @@ struct WarmUpCall {
   at::Tensor example;  // each of the batch's examples; undefined: the task's WarmUpExample()
 };
 
-// What an instance runs before it serves: config.pbtxt's model_warmup `samples` in order
+// The calls of config.pbtxt's model_warmup `samples`, in order, made once per model
 // (Triton's semantics: `batch_size` copies of the sample per call, `count` calls, 0 meaning
-// one), or else batch 1 twice; then, on a GPU instance with CUDA graphs, each bucket up to
-// `spec.max_batch_size` (1, 2, 4, ..., and the largest) as many times as it takes to record
-// its graph, on the first sample's example or the task's own (other input sizes record on
-// the requests that bring them). A sample's one input must be the model's (`task`'s KServe input: its name and
-// data type, dims equal where the model fixes them). Image inputs get zeros or uniform
-// [0, 1) values of the sample's dims; a text input, whose examples are piece ids, gets the
-// task's own example either way (Triton, too, falls back from random to zero data for
-// strings). INVALID_ARGUMENT when a sample does not fit the model, or its batch would hold
-// more than 2^26 elements.
-absl::StatusOr<std::vector<WarmUpCall>> WarmUpCalls(
-    const InstanceSpec& spec, const std::vector<::inference::ModelWarmup>& samples,
-    const Task& task);
+// one). A sample's one input must be the model's (`task`'s KServe input: its name and data
+// type, dims equal where the model fixes them). Image inputs get zeros or uniform [0, 1)
+// values of the sample's dims; a text input, whose examples are piece ids, gets the task's
+// own example either way (Triton, too, falls back from random to zero data for strings).
+// INVALID_ARGUMENT when a sample does not fit the model, or its batch would hold more than
+// 2^26 elements.
+absl::StatusOr<std::vector<WarmUpCall>> SampleWarmUpCalls(
+    const std::vector<::inference::ModelWarmup>& samples, const Task& task);
+
+// What an instance runs before it serves: the model's `sample_calls` (SampleWarmUpCalls),
+// or else batch 1 twice; then, on a GPU instance with CUDA graphs, each bucket up to
+// `spec.max_batch_size` (CudaGraphPolicy::Buckets) as many times as it takes to record its
+// graph, on the first sample's example or the task's own (other input sizes record on the
+// requests that bring them).
+std::vector<WarmUpCall> WarmUpCalls(const InstanceSpec& spec,
+                                    std::vector<WarmUpCall> sample_calls);
 
 // Runs `calls` on `runner`, each call's examples gathered by `assembly` as requests are.
 // Blocks for the forwards; `runner` must not be in use by anything else yet. Returns the

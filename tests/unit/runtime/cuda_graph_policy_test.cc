@@ -3,6 +3,9 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <set>
+#include <vector>
+
 namespace gatescope {
 namespace {
 
@@ -15,6 +18,21 @@ TEST(CudaGraphPolicyTest, BatchesArePaddedToAPowerOfTwoWithinTheLargestBatch) {
   EXPECT_EQ(CudaGraphPolicy::Bucket(40, 48), 48);  // capped by max_batch_size
   EXPECT_EQ(CudaGraphPolicy::Bucket(3, 1), 3);     // never below the batch
   EXPECT_EQ(CudaGraphPolicy::Bucket(1, 1), 1);
+}
+
+TEST(CudaGraphPolicyTest, BucketsListEverySizeABatchIsPaddedTo) {
+  using Sizes = std::vector<int64_t>;
+  EXPECT_EQ(CudaGraphPolicy::Buckets(1), (Sizes{1}));
+  EXPECT_EQ(CudaGraphPolicy::Buckets(6), (Sizes{1, 2, 4, 6}));
+  EXPECT_EQ(CudaGraphPolicy::Buckets(8), (Sizes{1, 2, 4, 8}));
+  EXPECT_EQ(CudaGraphPolicy::Buckets(0), (Sizes{1}));
+  // Exactly the sizes Bucket pads to.
+  for (int64_t max : {1, 6, 8, 48}) {
+    std::set<int64_t> padded;
+    for (int64_t b = 1; b <= max; ++b) padded.insert(CudaGraphPolicy::Bucket(b, max));
+    const Sizes buckets = CudaGraphPolicy::Buckets(max);
+    EXPECT_EQ(Sizes(padded.begin(), padded.end()), buckets) << max;
+  }
 }
 
 TEST(CudaGraphPolicyTest, OnlyInputsLeadingWithOneBatchSizeHaveACommonBatch) {

@@ -31,9 +31,18 @@ InstanceSpec Spec(InstanceSpec::Kind kind, bool graphs, int max_batch) {
 
 std::unique_ptr<Task> Classifier() { return testing::ImageClassifier({1, 3, 2}); }
 
+// An instance's calls for the model's `samples`, as the repository makes them.
+absl::StatusOr<std::vector<WarmUpCall>> CallsFor(
+    const InstanceSpec& spec, const std::vector<::inference::ModelWarmup>& samples,
+    const Task& task) {
+  auto sample_calls = SampleWarmUpCalls(samples, task);
+  if (!sample_calls.ok()) return sample_calls.status();
+  return WarmUpCalls(spec, *std::move(sample_calls));
+}
+
 std::vector<std::pair<int64_t, int>> Pairs(const InstanceSpec& spec,
                                            const std::vector<::inference::ModelWarmup>& samples = {}) {
-  auto calls = WarmUpCalls(spec, samples, *Classifier());
+  auto calls = CallsFor(spec, samples, *Classifier());
   EXPECT_TRUE(calls.ok()) << calls.status();
   return calls.ok() ? Pairs(*calls) : std::vector<std::pair<int64_t, int>>{};
 }
@@ -71,7 +80,7 @@ TEST(WarmUpCallsTest, ConfiguredSamplesReplaceTheDefaultAndKeepTheGraphBuckets) 
   auto task = Classifier();
   const auto zeros = Sample("z", 4, 0, "input", ::inference::TYPE_FP32, {1, 3, 2});
   const auto noise = Sample("r", 2, 3, "input", ::inference::TYPE_FP32, {1, 3, 2}, true);
-  auto calls = WarmUpCalls(Spec(InstanceSpec::Kind::kCpu, false, 8), {zeros, noise}, *task);
+  auto calls = CallsFor(Spec(InstanceSpec::Kind::kCpu, false, 8), {zeros, noise}, *task);
   ASSERT_TRUE(calls.ok()) << calls.status();
   using Calls = std::vector<std::pair<int64_t, int>>;
   EXPECT_EQ(Pairs(*calls), (Calls{{4, 1}, {2, 3}}));  // count 0 means once, as in Triton
@@ -83,7 +92,7 @@ TEST(WarmUpCallsTest, ConfiguredSamplesReplaceTheDefaultAndKeepTheGraphBuckets) 
   EXPECT_TRUE((r.ge(0) & r.lt(1)).all().item<bool>());  // uniform [0, 1)
   // A GPU instance with graphs still records every bucket after the samples, on the first
   // sample's example (a model may refuse the task's zeros).
-  auto graphed = WarmUpCalls(Spec(InstanceSpec::Kind::kGpu, true, 4), {noise, zeros}, *task);
+  auto graphed = CallsFor(Spec(InstanceSpec::Kind::kGpu, true, 4), {noise, zeros}, *task);
   ASSERT_TRUE(graphed.ok()) << graphed.status();
   EXPECT_EQ(Pairs(*graphed), (Calls{{2, 3}, {4, 1}, {1, 3}, {2, 3}, {4, 3}}));
   for (size_t i = 2; i < graphed->size(); ++i) {
@@ -101,13 +110,13 @@ TEST(WarmUpCallsTest, AnySizeInputsTakeTheSamplesDimsWithinABound) {
   auto task = CreateTask(config, TaskOptions()).value();
   const InstanceSpec cpu = Spec(InstanceSpec::Kind::kCpu, false, 8);
   auto calls =
-      WarmUpCalls(cpu, {Sample("big", 2, 1, "input", ::inference::TYPE_FP32, {3, 40, 24})}, *task);
+      CallsFor(cpu, {Sample("big", 2, 1, "input", ::inference::TYPE_FP32, {3, 40, 24})}, *task);
   ASSERT_TRUE(calls.ok()) << calls.status();
   EXPECT_EQ((*calls)[0].example.sizes().vec(), (std::vector<int64_t>{3, 40, 24}));
   // Products that would overflow, or a batch over 2^26 elements, are refused, not allocated.
   for (const std::vector<int64_t>& dims :
        {std::vector<int64_t>{3, int64_t{1} << 62, 1}, std::vector<int64_t>{3, 4096, 4096}}) {
-    auto refused = WarmUpCalls(cpu, {Sample("huge", 8, 1, "input", ::inference::TYPE_FP32, dims)},
+    auto refused = CallsFor(cpu, {Sample("huge", 8, 1, "input", ::inference::TYPE_FP32, dims)},
                                *task);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_NE(refused.status().message().find("in a batch of 8"), std::string::npos)
@@ -133,7 +142,7 @@ TEST(WarmUpCallsTest, ASampleThatDoesNotFitTheModelsInputIsRefusedWithWhy) {
       {Sample("e", 1, 1, "input", ::inference::TYPE_FP32, {1, 0, 2}), "dims [1,0,2] do not fit"},
   };
   for (const Case& c : cases) {
-    auto calls = WarmUpCalls(cpu, {c.sample}, *task);
+    auto calls = CallsFor(cpu, {c.sample}, *task);
     ASSERT_EQ(calls.status().code(), absl::StatusCode::kInvalidArgument) << c.says;
     EXPECT_NE(calls.status().message().find(c.says), std::string::npos) << calls.status();
   }

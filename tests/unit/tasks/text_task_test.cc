@@ -377,13 +377,13 @@ TEST(TextTaskTest, AConfiguredWarmUpSampleOfTextRunsTheTasksOwnExample) {
   in.set_data_type(::inference::TYPE_STRING);
   in.add_dims(1);
   in.set_random_data(true);  // falls back to the task's example, as Triton falls back to zeros
-  auto calls = WarmUpCalls(InstanceSpec{}, {w}, *task);
+  auto calls = SampleWarmUpCalls({w}, *task);
   ASSERT_TRUE(calls.ok()) << calls.status();
   ASSERT_EQ(calls->size(), 1u);
   EXPECT_EQ((*calls)[0].batch, 2);
   EXPECT_FALSE((*calls)[0].example.defined());
   in.set_data_type(::inference::TYPE_FP32);
-  EXPECT_EQ(WarmUpCalls(InstanceSpec{}, {w}, *task).status().code(),
+  EXPECT_EQ(SampleWarmUpCalls({w}, *task).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
