@@ -29,22 +29,19 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "client" / "python"))
 sys.path.insert(0, str(ROOT / "models"))
 
-from bench_serving import write_inputs  # noqa: E402
+from bench_serving import text_inputs, write_inputs  # noqa: E402
 from gatescope_client.client import Client  # noqa: E402
 from server_harness import start_server, stop_server  # noqa: E402
 
-TASKS = {"fmnist": "image_classification", "colin27": "image_segmentation",
-         "scenes": "object_detection"}
-TEXTS = ["a small domesticated feline", "the act of moving quickly from one place to another"]
-
-
 def request_items(model, tmp):
-    """The model's KServe input name and a list of encoded examples to send."""
-    for key, task in TASKS.items():
-        if key in model:
-            return "input", [pathlib.Path(p).read_bytes()
-                             for p in write_inputs(task, tmp / key)]
-    return "text", [t.encode() for t in TEXTS]
+    """The model's KServe input name and its examples, encoded: the inputs
+    benchmarks/bench_serving.py sends it (held-out texts for text models)."""
+    from gatescope.export.archive import read_metadata
+    task = read_metadata(ROOT / "model_repository" / model / "1" / "model.pt")["task"]
+    if task == "text_classification":
+        paths, _ = text_inputs(model, tmp / "inputs")
+        return "text", [pathlib.Path(p).read_text(encoding="utf-8").encode() for p in paths]
+    return "input", [pathlib.Path(p).read_bytes() for p in write_inputs(task, tmp / "inputs")]
 
 
 def first_requests(model, repo, extra, wrap, items, input_name, tmp):
