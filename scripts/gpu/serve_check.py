@@ -243,27 +243,19 @@ def check_graph_answers(model, client, inputs_dir):
     return {"ok": within_tolerance(errs, cpu_alone), "errors": errs}
 
 
-def timed(call, seconds):
-    """(calls per second, p50 ms of one call) of `call` repeated for `seconds`."""
+def timed(call, seconds, idle_s=0.0):
+    """(calls per second, p50 ms of one call) of `call` repeated for `seconds`. With
+    `idle_s`, each call follows that much sleep, as a lone client's requests reach an
+    unbatched server (the forward after a wait, whose slowdown the served concurrency-1 runs
+    showed: docs/gpu.md); the rate then counts the sleeps too."""
     times, t0 = [], time.perf_counter()
     while time.perf_counter() - t0 < seconds:
+        if idle_s:
+            time.sleep(idle_s)
         t = time.perf_counter()
         call()
         times.append(time.perf_counter() - t)
     return len(times) / (time.perf_counter() - t0), 1e3 * float(np.median(times))
-
-
-def timed_after_idle(call, seconds, idle_s=0.001):
-    """p50 ms of `call` when each call follows `idle_s` of sleep, as a lone client's requests
-    reach an unbatched server: the forward after a wait, whose slowdown the served
-    concurrency-1 runs showed (docs/gpu.md)."""
-    times, t0 = [], time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        time.sleep(idle_s)
-        t = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t)
-    return 1e3 * float(np.median(times))
 
 
 def graphed(torch, module, host, device_input):
@@ -319,7 +311,7 @@ def in_process(model_path, example, batches, device, seconds=0.5):
             rate, p50 = timed(call, seconds)
             out[b] = (rate * b, p50)
             if b == 1:
-                idle_p50 = timed_after_idle(call, seconds)
+                idle_p50 = timed(call, seconds, idle_s=0.001)[1]
         # After every eager size: a capture that fails cannot disturb those.
         for b, host in hosts.items() if device == "cuda" else ():
             try:
