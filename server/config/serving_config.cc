@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/common/status_macros.h"
 
 namespace gatescope {
@@ -159,6 +160,17 @@ absl::StatusOr<std::vector<InstanceSpec>> ExpandInstances(const std::vector<Grou
   return out;
 }
 
+// Whether `name` is a relative path of named components ("a.bin", "text/one.bin"), so that
+// it stays below the directory it is joined to, symbolic links apart (the repository
+// resolves those).
+bool IsWarmUpFileName(absl::string_view name) {
+  if (name.empty() || name.front() == '/' || name.size() > 4096) return false;
+  for (absl::string_view part : absl::StrSplit(name, '/')) {
+    if (part.empty() || part == "." || part == ".." || part.find('\0') != part.npos) return false;
+  }
+  return true;
+}
+
 // config.pbtxt's model_warmup samples, checked as far as they can be without the model
 // (its input is checked when it loads: instance_warm_up.h).
 absl::StatusOr<std::vector<::inference::ModelWarmup>> WarmUpSamples(
@@ -178,13 +190,15 @@ absl::StatusOr<std::vector<::inference::ModelWarmup>> WarmUpSamples(
           absl::StrCat(which, ": give the model's one input, not ", w.inputs_size()));
     }
     const auto& input = w.inputs().begin()->second;
-    if (input.input_data_type_case() == ::inference::ModelWarmup::Input::kInputDataFile) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(which, ": input_data_file is not supported; use zero_data or random_data"));
+    if (input.input_data_type_case() == ::inference::ModelWarmup::Input::kInputDataFile &&
+        !IsWarmUpFileName(input.input_data_file())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          which, ": input_data_file '", input.input_data_file(),
+          "' must name a file below the model's warmup/ directory (a relative path, no '..')"));
     }
     if (input.input_data_type_case() == ::inference::ModelWarmup::Input::INPUT_DATA_TYPE_NOT_SET) {
       return absl::InvalidArgumentError(
-          absl::StrCat(which, ": its input needs zero_data or random_data"));
+          absl::StrCat(which, ": its input needs zero_data, random_data or input_data_file"));
     }
     samples.push_back(w);
   }

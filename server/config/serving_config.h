@@ -52,8 +52,9 @@ absl::StatusOr<::gatescope::v1::ServingConfig> ParseServingConfig(std::string_vi
 // is visible, else as KIND_CPU. INVALID_ARGUMENT for out-of-range values or KIND_MODEL;
 // UNAVAILABLE for KIND_GPU without a visible GPU (with devices.no_gpu_reason). Whether a
 // listed GPU exists is checked when its instance loads. model_warmup samples need a
-// batch_size in 1..max_batch_size, count <= 1000, exactly one input, and zero_data or
-// random_data (INVALID_ARGUMENT otherwise; input_data_file is not supported).
+// batch_size in 1..max_batch_size, count <= 1000, exactly one input, and zero_data,
+// random_data or an input_data_file that names a file below the model's warmup/
+// directory (relative, no ".." component; INVALID_ARGUMENT otherwise).
 absl::StatusOr<ServingPlan> MakeServingPlan(const ServingDefaults& defaults,
                                             int model_max_batch_size,
                                             const ::gatescope::v1::ServingConfig& overrides,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -46,6 +47,12 @@ class BatchAssembly {
   // before it serves (instance_warm_up.h). UNIMPLEMENTED when the task has none.
   virtual absl::StatusOr<at::Tensor> WarmUpExample() const {
     return absl::UnimplementedError("this task has no warm-up example");
+  }
+  // The example a request of this one `text` prepares (a text task tokenizes it as it
+  // tokenizes requests), for a warm-up sample that gives its text. INVALID_ARGUMENT for a
+  // text requests could not send; UNIMPLEMENTED when the task takes no text.
+  virtual absl::StatusOr<at::Tensor> TextWarmUpExample(std::string_view /*text*/) const {
+    return absl::UnimplementedError("this task takes no text");
   }
 };
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -19,10 +20,59 @@ constexpr int kProfilingCalls = 2;  // TorchScript's profiling run, then its opt
 // Elements of one sample's whole batch (batch_size examples): 256 MiB of FP32.
 constexpr int64_t kMaxSampleElements = int64_t{1} << 26;
 
+// The example of an input whose data is the file it names: `elements` FP32 values of
+// `dims`, or one text.
+absl::StatusOr<at::Tensor> FileExample(const std::string& which,
+                                       const ::inference::ModelWarmup::Input& input,
+                                       const std::vector<int64_t>& dims, int64_t elements,
+                                       const Task& task, const WarmUpFileReader& read_file) {
+  const std::string& file = input.input_data_file();
+  if (!read_file) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(which, ": input_data_file '", file, "' needs the model's warmup directory"));
+  }
+  absl::StatusOr<std::string> bytes = read_file(file);
+  if (!bytes.ok()) {
+    return absl::Status(bytes.status().code(), absl::StrCat(which, ": ", bytes.status().message()));
+  }
+  if (input.data_type() == ::inference::TYPE_STRING) {
+    // A text input is one BYTES element per example (its declared dims are [1]).
+    uint32_t length = 0;
+    if (bytes->size() >= sizeof(length)) std::memcpy(&length, bytes->data(), sizeof(length));
+    if (bytes->size() < sizeof(length) || bytes->size() - sizeof(length) != length) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          which, ": input_data_file '", file, "' holds ", bytes->size(),
+          " bytes, not one BYTES element (a 4-byte little-endian length, then that many bytes)"));
+    }
+    absl::StatusOr<at::Tensor> example =
+        task.TextWarmUpExample(std::string_view(*bytes).substr(sizeof(length)));
+    if (!example.ok()) {
+      return absl::Status(example.status().code(),
+                          absl::StrCat(which, ": the text of '", file, "': ",
+                                       example.status().message()));
+    }
+    return example;
+  }
+  // Triton's rule: the file holds at least one example's bytes, and those are its first.
+  const size_t needed = static_cast<size_t>(elements) * sizeof(float);
+  if (bytes->size() < needed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        which, ": input_data_file '", file, "' holds ", bytes->size(), " bytes; dims [",
+        absl::StrJoin(dims, ","), "] of FP32 need ", needed));
+  }
+  try {
+    at::Tensor example = at::empty(dims, at::kFloat);
+    std::memcpy(example.data_ptr<float>(), bytes->data(), needed);  // little endian, as sent
+    return example;
+  } catch (const std::exception& e) {
+    return absl::ResourceExhaustedError(absl::StrCat(which, ": ", e.what()));
+  }
+}
+
 // The example of one model_warmup sample (undefined: the task's own), or why it does not
 // fit the model's input.
 absl::StatusOr<at::Tensor> SampleExample(const ::inference::ModelWarmup& sample,
-                                         const Task& task) {
+                                         const Task& task, const WarmUpFileReader& read_file) {
   const DeclaredTensor declared = task.Signature().input;
   const auto& [name, input] = *sample.inputs().begin();  // exactly one: MakeServingPlan
   const std::string which = absl::StrCat("model_warmup '", sample.name(), "'");
@@ -36,12 +86,13 @@ absl::StatusOr<at::Tensor> SampleExample(const ::inference::ModelWarmup& sample,
         ::inference::DataType_Name(input.data_type())));
   }
   bool fits = input.dims_size() == static_cast<int>(declared.shape.size());
-  int64_t elements = std::max<int64_t>(1, sample.batch_size());
+  const int64_t batch = std::max<int64_t>(1, sample.batch_size());
+  int64_t elements = 1;  // of one example
   for (int i = 0; fits && i < input.dims_size(); ++i) {
     const int64_t d = input.dims(i);
     // Divided, not multiplied, so that no product can overflow.
     fits = d >= 1 && (declared.shape[i] == -1 || declared.shape[i] == d) &&
-           d <= kMaxSampleElements / elements;
+           d <= kMaxSampleElements / (elements * batch);
     if (fits) elements *= d;
   }
   if (!fits) {
@@ -50,8 +101,11 @@ absl::StatusOr<at::Tensor> SampleExample(const ::inference::ModelWarmup& sample,
         "' [", absl::StrJoin(declared.shape, ","), "] (-1: any size; at most ",
         kMaxSampleElements, " elements in a batch of ", sample.batch_size(), ")"));
   }
-  if (declared.type == ::inference::TYPE_STRING) return at::Tensor();
   const std::vector<int64_t> dims(input.dims().begin(), input.dims().end());
+  if (input.has_input_data_file()) {
+    return FileExample(which, input, dims, elements, task, read_file);
+  }
+  if (declared.type == ::inference::TYPE_STRING) return at::Tensor();
   try {
     return input.has_random_data() ? at::rand(dims, at::kFloat) : at::zeros(dims, at::kFloat);
   } catch (const std::exception& e) {
@@ -87,10 +141,11 @@ absl::Status WarmUpOrThrow(ModelRunner& runner, const BatchAssembly& assembly,
 }  // namespace
 
 absl::StatusOr<std::vector<WarmUpCall>> SampleWarmUpCalls(
-    const std::vector<::inference::ModelWarmup>& samples, const Task& task) {
+    const std::vector<::inference::ModelWarmup>& samples, const Task& task,
+    const WarmUpFileReader& read_file) {
   std::vector<WarmUpCall> calls;
   for (const ::inference::ModelWarmup& sample : samples) {
-    GS_ASSIGN_OR_RETURN(at::Tensor example, SampleExample(sample, task));
+    GS_ASSIGN_OR_RETURN(at::Tensor example, SampleExample(sample, task, read_file));
     calls.push_back({sample.batch_size(), std::max(1, static_cast<int>(sample.count())),
                      std::move(example)});
   }

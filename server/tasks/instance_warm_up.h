@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
@@ -27,16 +29,26 @@ struct WarmUpCall {
   at::Tensor example;  // each of the batch's examples; undefined: the task's WarmUpExample()
 };
 
+// Reads the file a model_warmup input names (`input_data_file`, a path relative to the
+// model's `warmup/` directory, as in Triton) and returns its bytes. Called on the loading
+// thread, while SampleWarmUpCalls runs.
+using WarmUpFileReader = std::function<absl::StatusOr<std::string>(const std::string& file)>;
+
 // The calls of config.pbtxt's model_warmup `samples`, in order, made once per model
 // (Triton's semantics: `batch_size` copies of the sample per call, `count` calls, 0 meaning
 // one). A sample's one input must be the model's (`task`'s KServe input: its name and data
-// type, dims equal where the model fixes them). Image inputs get zeros or uniform [0, 1)
-// values of the sample's dims; a text input, whose examples are piece ids, gets the task's
-// own example either way (Triton, too, falls back from random to zero data for strings).
-// INVALID_ARGUMENT when a sample does not fit the model, or its batch would hold more than
-// 2^26 elements.
+// type, dims equal where the model fixes them). Image inputs get zeros, uniform [0, 1)
+// values, or the first 4 x elements bytes of the input's file (FP32, row-major, little
+// endian; a shorter file is refused), of the sample's dims. A text input, whose examples
+// are piece ids, gets the task's own example for zero and random data (Triton, too, falls
+// back from random to zero data for strings), and for a file the text it holds (one
+// KServe BYTES element: a 4-byte little-endian length, then the bytes) tokenized as a
+// request's. INVALID_ARGUMENT when a sample does not fit the model, its file does not fit
+// the input, or its batch would hold more than 2^26 elements; a failure of `read_file`
+// (needed only by samples with a file) as it says.
 absl::StatusOr<std::vector<WarmUpCall>> SampleWarmUpCalls(
-    const std::vector<::inference::ModelWarmup>& samples, const Task& task);
+    const std::vector<::inference::ModelWarmup>& samples, const Task& task,
+    const WarmUpFileReader& read_file = nullptr);
 
 // What an instance runs before it serves: the model's `sample_calls` (SampleWarmUpCalls),
 // or else batch 1 twice; then, on a GPU instance with CUDA graphs, each bucket up to

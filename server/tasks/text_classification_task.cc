@@ -21,6 +21,7 @@
 #include "server/explain/token_maps.h"
 #include "server/preprocess/text_tokenizer.h"
 #include "server/tasks/class_scores.h"
+#include "server/tasks/guarded.h"
 #include "server/tasks/classification_explain.h"
 #include "server/tasks/task_registry.h"
 #include "server/tasks/text_batches.h"
@@ -224,6 +225,12 @@ class TextClassificationTask final : public Task {
   absl::StatusOr<at::Tensor> WarmUpExample() const override {
     return at::full({std::max<int64_t>(1, config_.text().max_tokens())},
                     config_.text().pad_id(), at::kLong);
+  }
+
+  absl::StatusOr<at::Tensor> TextWarmUpExample(std::string_view text) const override {
+    auto tokens = Guarded("tokenizing", [&] { return tokenizer_->Tokenize(text); });
+    if (!tokens.ok()) return tokens.status();
+    return PieceIds(*tokens);
   }
 
  private:

@@ -8,6 +8,13 @@
 
 namespace gatescope {
 
+at::Tensor PieceIds(const TokenizedText& text) {
+  at::Tensor ids = at::empty({static_cast<int64_t>(text.pieces.size())}, at::kLong);
+  int64_t* out = ids.data_ptr<int64_t>();
+  for (const TextPiece& p : text.pieces) *out++ = p.id;
+  return ids;
+}
+
 TextJob::TextJob(std::string_view text, size_t call_text_bytes,
                  std::shared_ptr<const TextTokenizer> tokenizer, Writer write, Done done,
                  std::optional<CollectorFor> explanation)
@@ -30,10 +37,7 @@ absl::StatusOr<at::Tensor> TextJob::Prepare() {
   if (!tokenized_) {
     if (absl::Status st = PrepareAhead(); !st.ok()) return st;
   }
-  at::Tensor ids = at::empty({static_cast<int64_t>(tokens_.pieces.size())}, at::kLong);
-  int64_t* out = ids.data_ptr<int64_t>();
-  for (const TextPiece& p : tokens_.pieces) *out++ = p.id;
-  return ids;
+  return PieceIds(tokens_);
 }
 
 absl::StatusOr<ExplainPass> TextJob::BeginExplain() {

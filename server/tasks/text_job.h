@@ -19,6 +19,9 @@
 
 namespace gatescope {
 
+// The piece ids of `text`, INT64 [T]: a text job's example.
+at::Tensor PieceIds(const TokenizedText& text);
+
 class TextJob final : public InferenceJob {
  public:
   // Writes one example's result from its outputs and the text as the model read it; may

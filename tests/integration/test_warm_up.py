@@ -1,12 +1,15 @@
 """Models warm up before they serve (--warm_up, server/tasks/instance_warm_up.h): every
 instance runs its forwards on a zero example at load, image and text models alike; the
-warm-up is not counted as inferences; --warm_up=false leaves the first request to pay."""
+warm-up is not counted as inferences; --warm_up=false leaves the first request to pay;
+config.pbtxt's model_warmup samples replace the default, their data zeros, noise or a file
+of the model's warmup/ directory, as in Triton."""
 import shutil
+import struct
 
 import numpy as np
 
 from server_harness import REPO, metric_value, start_server, stop_server
-from gatescope.data.fashion_mnist import write_pngs
+from gatescope.data.fashion_mnist import load_split, write_pngs
 from gatescope_client.client import Client
 
 MODELS = ["vit_fmnist", "dgt_wordnet"]
@@ -63,5 +66,45 @@ model_warmup {
         assert "dgt_wordnet version 1 group0_0: warmed up with 2 forward(s)" in log, log
         client = Client(f"http://127.0.0.1:{srv.http_port}", timeout=60)
         assert client.model_ready("vit_fmnist")
+    finally:
+        assert stop_server(srv) == 0
+
+
+def test_model_warmup_samples_read_their_files_from_the_warmup_directory(tmp_path):
+    """An image's raw FP32 values and a text as one KServe BYTES element, each from a
+    file under <model>/warmup/; a file that does not fit fails the model's load, with
+    why, and leaves the other models serving."""
+    pixels = load_split("t10k")[0][9000].astype(np.float32) / 255.0  # [28, 28]
+    repo = repository(tmp_path)
+    shutil.copytree(REPO / "model_repository" / "vit_fmnist", repo / "vit_short")
+    samples = {
+        "vit_fmnist": ("TYPE_FP32", "[ 1, 28, 28 ]", "input", pixels.tobytes()),
+        "vit_short": ("TYPE_FP32", "[ 1, 28, 28 ]", "input", pixels.tobytes()[:-4]),
+        "dgt_wordnet": ("TYPE_STRING", "[ 1 ]", "text",
+                        struct.pack("<I", 27) + b"a small domesticated feline"),
+    }
+    for name, (data_type, dims, input_name, data) in samples.items():
+        (repo / name / "warmup").mkdir()
+        (repo / name / "warmup" / "sample.bin").write_bytes(data)
+        config = repo / name / "config.pbtxt"
+        config.write_text(config.read_text() + f"""
+model_warmup {{
+  name: "from_file" batch_size: 2 count: 2
+  inputs {{ key: "{input_name}" value {{ data_type: {data_type} dims: {dims}
+                                        input_data_file: "sample.bin" }} }}
+}}
+""")
+    srv = start_server(tmp_path, repo)
+    try:
+        log = srv.log()
+        for name in ("vit_fmnist", "dgt_wordnet"):
+            assert f"{name} version 1 group0_0: warmed up with 2 forward(s)" in log, log
+        assert ("failed to load vit_short/1: INVALID_ARGUMENT: model_warmup 'from_file': "
+                "input_data_file 'sample.bin' holds 3132 bytes; dims [1,28,28] of FP32 need "
+                "3136") in log, log
+        assert "warm-up stopped" not in log
+        client = Client(f"http://127.0.0.1:{srv.http_port}", timeout=60)
+        assert client.model_ready("vit_fmnist") and client.model_ready("dgt_wordnet")
+        assert not client.model_ready("vit_short")
     finally:
         assert stop_server(srv) == 0

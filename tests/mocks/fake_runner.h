@@ -23,6 +23,7 @@ class FakeRunner : public ModelRunner {
     ++entered_;
     mu_.Await(absl::Condition(&open_));
     batch_sizes_.push_back(batch.size(0));
+    input_sums_.push_back(batch.sum().item<double>());
     if (!fail_with_.ok()) return fail_with_;
     if ((batch.reshape({batch.size(0), -1}).sum(1) > reject_above_).any().item<bool>()) {
       return absl::InvalidArgumentError("input too large for this model");
@@ -59,6 +60,8 @@ class FakeRunner : public ModelRunner {
     mu_.Await(absl::Condition(&reached));
   }
   std::vector<int64_t> batch_sizes() { absl::MutexLock l(&mu_); return batch_sizes_; }
+  // Each call's sum over its whole first input, in order.
+  std::vector<double> input_sums() { absl::MutexLock l(&mu_); return input_sums_; }
   std::vector<std::vector<double>> explain_args() { absl::MutexLock l(&mu_); return explain_args_; }
 
  private:
@@ -68,6 +71,7 @@ class FakeRunner : public ModelRunner {
   int entered_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status fail_with_ ABSL_GUARDED_BY(mu_);
   float reject_above_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<float>::infinity();
+  std::vector<double> input_sums_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> batch_sizes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<double>> explain_args_ ABSL_GUARDED_BY(mu_);
 };

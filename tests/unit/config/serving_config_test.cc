@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+
 namespace gatescope {
 namespace {
 
@@ -163,14 +165,37 @@ TEST(ServingConfigTest, TritonsModelWarmupSamplesAreKeptInOrderAndCheckedAsFarAs
             "count must be at most 1000"},
            {"model_warmup { name: \"w\" batch_size: 1 }", "give the model's one input, not 0"},
            {R"pb(model_warmup { name: "w" batch_size: 1
-                   inputs { key: "input" value { data_type: TYPE_FP32 input_data_file: "x" } } })pb",
-            "input_data_file is not supported"},
-           {R"pb(model_warmup { name: "w" batch_size: 1
                    inputs { key: "input" value { data_type: TYPE_FP32 } } })pb",
-            "needs zero_data or random_data"}}) {
+            "needs zero_data, random_data or input_data_file"}}) {
     auto refused = plan(c.text);
     ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
     EXPECT_NE(refused.status().message().find(c.says), std::string::npos) << refused.status();
+  }
+}
+
+TEST(ServingConfigTest, AWarmUpFileMustStayBelowTheModelsWarmupDirectory) {
+  auto plan = [](const std::string& file) {
+    return MakeServingPlan(ServingDefaults(), 8,
+                           ParseServingConfig(absl::StrCat(
+                               R"pb(model_warmup { name: "w" batch_size: 1
+                                      inputs { key: "input" value { data_type: TYPE_FP32
+                                        dims: [ 1 ] input_data_file: ")pb",
+                               file, R"pb(" } } })pb"))
+                               .value());
+  };
+  for (const std::string good : {"x.bin", "images/one.raw", "a..b"}) {
+    auto ok = plan(good);
+    ASSERT_TRUE(ok.ok()) << good << ": " << ok.status();
+    EXPECT_EQ(ok->warm_up.at(0).inputs().at("input").input_data_file(), good);
+  }
+  for (const std::string bad : {"", "/etc/passwd", "../x.bin", "a/../../x.bin", "a//b", "./x",
+                                 "a/"}) {
+    auto refused = plan(bad);
+    ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(refused.status().message().find(
+                  "must name a file below the model's warmup/ directory"),
+              std::string::npos)
+        << refused.status();
   }
 }
 

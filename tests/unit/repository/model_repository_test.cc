@@ -125,6 +125,88 @@ TEST_F(ModelRepositoryTest, ConfiguredWarmUpSamplesRunAndOnesThatDoNotFitFailThe
   EXPECT_EQ(loader_.runners()[0]->batch_sizes(), (std::vector<int64_t>{2, 2, 2}));
 }
 
+TEST_F(ModelRepositoryTest, AWarmUpSampleCanReadItsDataFromTheModelsWarmupDirectory) {
+  const std::string sample = R"pb(
+    model_warmup { name: "w" batch_size: 2
+      inputs { key: "input" value { data_type: TYPE_FP32 dims: [ 1, 2, 2 ]
+                                    input_data_file: "FILE" } } })pb";
+  auto with_file = [&](const std::string& file) {
+    std::string text = sample;
+    return text.replace(text.find("FILE"), 4, file);
+  };
+  auto write_floats = [](const fs::path& path, const std::vector<float>& values) {
+    fs::create_directories(path.parent_path());
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(values.data()),
+              static_cast<std::streamsize>(values.size() * sizeof(float)));
+  };
+  AddVersion("m", "1");  // its warmup/ directory is not a version
+  std::ofstream(root_ / "m" / "config.pbtxt") << with_file("one/example.bin");
+  write_floats(root_ / "m" / "warmup" / "one" / "example.bin", {1, 2, 3, 4, 100});
+  AddVersion("short", "1");
+  std::ofstream(root_ / "short" / "config.pbtxt") << with_file("x.bin");
+  write_floats(root_ / "short" / "warmup" / "x.bin", {1, 2, 3});
+  AddVersion("missing", "1");
+  std::ofstream(root_ / "missing" / "config.pbtxt") << with_file("x.bin");
+  AddVersion("outside", "1");  // a link out of the repository is refused, as for models
+  std::ofstream(root_ / "outside" / "config.pbtxt") << with_file("x.bin");
+  const fs::path elsewhere = root_.string() + "_elsewhere.bin";
+  write_floats(elsewhere, {1, 2, 3, 4});
+  fs::create_directories(root_ / "outside" / "warmup");
+  fs::create_symlink(elsewhere, root_ / "outside" / "warmup" / "x.bin");
+  AddVersion("up", "1");  // no ".." even where it would stay inside the repository
+  std::ofstream(root_ / "up" / "config.pbtxt") << with_file("../../m/warmup/one/example.bin");
+
+  auto repo = Load();
+  fs::remove(elsewhere);
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  ASSERT_TRUE((*repo)->Find("m", "").value()->ready());
+  ASSERT_EQ(loader_.runners().size(), 1u);
+  // The file's first 4 floats (one example of [1,2,2]) twice: 2 x (1 + 2 + 3 + 4).
+  EXPECT_EQ(loader_.runners()[0]->input_sums(), (std::vector<double>{20}));
+  int versions_of_m = 0;
+  for (const auto& model : (*repo)->List()) versions_of_m += model->name == "m";
+  EXPECT_EQ(versions_of_m, 1);
+  struct Case {
+    std::string model;
+    absl::StatusCode code;
+    std::string says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"short", absl::StatusCode::kInvalidArgument,
+            "input_data_file 'x.bin' holds 12 bytes; dims [1,2,2] of FP32 need 16"},
+           {"missing", absl::StatusCode::kNotFound, "'missing/warmup/x.bin' does not exist"},
+           {"outside", absl::StatusCode::kPermissionDenied, "outside the model repository"},
+           {"up", absl::StatusCode::kInvalidArgument, "a relative path, no '..'"}}) {
+    auto model = (*repo)->Find(c.model, "1");
+    ASSERT_TRUE(model.ok()) << c.model;
+    EXPECT_EQ((*model)->load_status.code(), c.code) << (*model)->load_status;
+    EXPECT_NE((*model)->load_status.message().find(c.says), std::string::npos)
+        << (*model)->load_status;
+  }
+}
+
+TEST_F(ModelRepositoryTest, PollingReloadsAModelWhoseWarmUpFileChanged) {
+  AddVersion("m", "1");
+  std::ofstream(root_ / "m" / "config.pbtxt") << R"pb(
+    model_warmup { name: "w" batch_size: 1
+      inputs { key: "input" value { data_type: TYPE_FP32 dims: [ 1, 2, 2 ]
+                                    input_data_file: "x.bin" } } })pb";
+  fs::create_directories(root_ / "m" / "warmup");
+  const fs::path file = root_ / "m" / "warmup" / "x.bin";
+  std::ofstream(file, std::ios::binary) << std::string(16, '\0');
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  ASSERT_TRUE((*repo)->Find("m", "").value()->ready());
+  (*repo)->Poll();
+  EXPECT_EQ(loader_.runners().size(), 1u);  // nothing changed
+  std::ofstream(file, std::ios::binary) << std::string(16, '\1');
+  fs::last_write_time(file, fs::last_write_time(file) + std::chrono::seconds(1));
+  (*repo)->Poll();
+  EXPECT_EQ(loader_.runners().size(), 2u);  // reloaded, and warmed up on the new data
+  EXPECT_GT(loader_.runners()[1]->input_sums().at(0), 0.0);
+}
+
 TEST_F(ModelRepositoryTest, VersionsOrderNumericallyAndDefaultToHighestReady) {
   for (const char* v : {"1", "2", "10", "9"}) AddVersion("m", v);
   AddVersion("other", "7");

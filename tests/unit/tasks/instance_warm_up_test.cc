@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/mocks/fake_runner.h"
 #include "tests/unit/tasks/task_test_util.h"
 
@@ -146,6 +147,57 @@ TEST(WarmUpCallsTest, ASampleThatDoesNotFitTheModelsInputIsRefusedWithWhy) {
     ASSERT_EQ(calls.status().code(), absl::StatusCode::kInvalidArgument) << c.says;
     EXPECT_NE(calls.status().message().find(c.says), std::string::npos) << calls.status();
   }
+}
+
+::inference::ModelWarmup FileSample(const std::string& file, std::vector<int64_t> dims) {
+  ::inference::ModelWarmup w = Sample("f", 2, 1, "input", ::inference::TYPE_FP32, dims);
+  (*w.mutable_inputs())["input"].set_input_data_file(file);
+  return w;
+}
+
+std::string FloatBytes(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+TEST(WarmUpCallsTest, ASampleFilesFirstBytesAreItsExample) {
+  auto task = Classifier();
+  std::vector<std::string> asked;
+  const WarmUpFileReader files = [&](const std::string& file) -> absl::StatusOr<std::string> {
+    asked.push_back(file);
+    if (file == "six.bin") return FloatBytes({1, 2, 3, 4, 5, 6});
+    if (file == "seven.bin") return FloatBytes({6, 5, 4, 3, 2, 1, 99});
+    if (file == "five.bin") return FloatBytes({1, 2, 3, 4, 5});
+    return absl::NotFoundError(absl::StrCat("'m/warmup/", file, "' does not exist"));
+  };
+  auto calls = SampleWarmUpCalls(
+      {FileSample("six.bin", {1, 3, 2}), FileSample("seven.bin", {1, 3, 2})}, *task, files);
+  ASSERT_TRUE(calls.ok()) << calls.status();
+  ASSERT_EQ(calls->size(), 2u);
+  EXPECT_EQ((*calls)[0].batch, 2);
+  // Row-major FP32 of the sample's dims; a longer file's first bytes (Triton's rule).
+  EXPECT_TRUE((*calls)[0].example.equal(at::arange(1, 7, at::kFloat).reshape({1, 3, 2})));
+  EXPECT_TRUE((*calls)[1].example.equal(at::arange(6, 0, -1, at::kFloat).reshape({1, 3, 2})));
+  EXPECT_EQ(asked, (std::vector<std::string>{"six.bin", "seven.bin"}));
+
+  auto shorter = SampleWarmUpCalls({FileSample("five.bin", {1, 3, 2})}, *task, files);
+  EXPECT_EQ(shorter.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(shorter.status().message().find(
+                "model_warmup 'f': input_data_file 'five.bin' holds 20 bytes; dims [1,3,2] of "
+                "FP32 need 24"),
+            std::string::npos)
+      << shorter.status();
+  // The reader's failure, with the sample named.
+  auto absent = SampleWarmUpCalls({FileSample("none.bin", {1, 3, 2})}, *task, files);
+  EXPECT_EQ(absent.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(absent.status().message(), "model_warmup 'f': 'm/warmup/none.bin' does not exist");
+  // The dims are checked before anything is read.
+  asked.clear();
+  EXPECT_EQ(SampleWarmUpCalls({FileSample("six.bin", {3, 2})}, *task, files).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(asked.empty());
+  // Without a reader (no warmup directory to read from), a file sample cannot run.
+  EXPECT_EQ(SampleWarmUpCalls({FileSample("six.bin", {1, 3, 2})}, *task).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(WarmUpTest, RunsEachCallOnGatheredZeroExamplesOfTheModelsSize) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -387,6 +388,44 @@ TEST(TextTaskTest, AConfiguredWarmUpSampleOfTextRunsTheTasksOwnExample) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(TextTaskTest, AWarmUpSampleFileGivesTheTextItsRequestsWouldSend) {
+  auto task = TextTask();
+  ::inference::ModelWarmup w;
+  w.set_name("t");
+  w.set_batch_size(3);
+  auto& in = (*w.mutable_inputs())["text"];
+  in.set_data_type(::inference::TYPE_STRING);
+  in.add_dims(1);
+  in.set_input_data_file("hello.bin");
+  // One KServe BYTES element: its length (4 bytes, little endian), then the text.
+  auto element = [](const std::string& text) {
+    const uint32_t length = static_cast<uint32_t>(text.size());
+    return std::string(reinterpret_cast<const char*>(&length), 4) + text;
+  };
+  std::map<std::string, std::string> files = {
+      {"hello.bin", element("Hello w\xC3\xB6rld \xF0\x9F\x91\x8D \xE4\xB8\xAD\xE6\x96\x87")},
+      {"two.bin", element("a") + element("b")},
+      {"cut.bin", element("Hello").substr(0, 6)},
+      {"bad.bin", element("ab\xC0\x80")}};
+  const WarmUpFileReader read = [&](const std::string& file) { return files.at(file); };
+  auto calls = SampleWarmUpCalls({w}, *task, read);
+  ASSERT_TRUE(calls.ok()) << calls.status();
+  ASSERT_EQ(calls->size(), 1u);
+  EXPECT_EQ((*calls)[0].batch, 3);
+  // The first max_tokens (8) ids python3-sentencepiece gives this text with this model.
+  EXPECT_TRUE((*calls)[0].example.equal(
+      at::tensor(std::vector<int64_t>{333, 360, 322, 317, 197, 184, 268, 272})));
+  for (const auto& [file, says] : std::vector<std::pair<std::string, std::string>>{
+           {"two.bin", "holds 10 bytes, not one BYTES element"},
+           {"cut.bin", "holds 6 bytes, not one BYTES element"},
+           {"bad.bin", "the text of 'bad.bin': "}}) {
+    in.set_input_data_file(file);
+    auto refused = SampleWarmUpCalls({w}, *task, read);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << file;
+    EXPECT_NE(refused.status().message().find(says), std::string::npos) << refused.status();
+  }
+}
+
 TEST(TextTaskTest, NeedsItsTokenizerAndTextBlock) {
   auto config = ParseModelConfig(kTextModel).value();
   EXPECT_EQ(CreateTask(config, TaskOptions()).status().code(), absl::StatusCode::kNotFound);
@@ -505,6 +544,7 @@ TEST(TextTaskTest, ImageTasksRefuseText) {
   auto refused = task->Predict(predict, &response, nullptr);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("text"), std::string::npos) << refused.status();
+  EXPECT_EQ(task->TextWarmUpExample("words").status().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace
