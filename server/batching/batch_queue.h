@@ -39,11 +39,20 @@ class BatchQueue {
     std::optional<absl::Time> wake_at;
   };
 
-  // `config` must have passed NormaliseBatchingConfig.
-  explicit BatchQueue(DynamicBatchingConfig config)
+  // `config` must have passed NormaliseBatchingConfig. `opened`: when the queue began to
+  // take requests, if known. With release_when_arrivals_are_sparse the quiet time from
+  // then to the first arrival counts as that arrival's gap, so a first request that comes
+  // long after its model loaded runs at once instead of waiting the whole delay; without
+  // it (InfinitePast) the first two arrivals wait the delay, as no gap is known yet.
+  explicit BatchQueue(DynamicBatchingConfig config, absl::Time opened = absl::InfinitePast())
       : config_(std::move(config)),
         levels_(std::max(1, config_.priority_levels)),
-        delayed_per_level_(levels_.size(), 0) {}
+        delayed_per_level_(levels_.size(), 0) {
+    if (opened != absl::InfinitePast()) {
+      last_arrival_ = opened;
+      arrivals_ = 1;
+    }
+  }
 
   const DynamicBatchingConfig& config() const { return config_; }
 
@@ -212,9 +221,10 @@ class BatchQueue {
     }
   }
 
-  // Mean gap between arrivals (exponentially weighted, 1/8 per arrival; the first gap
-  // seeds it). A gap counts up to twice the delay: any longer gap says the same (no
-  // companion within the delay), and one idle minute must not outweigh the next burst.
+  // Mean gap between arrivals (exponentially weighted, 1/8 per arrival; the first gap,
+  // from the queue's opening when known, seeds it). A gap counts up to twice the delay: any
+  // longer gap says the same (no companion within the delay), and one idle minute must
+  // not outweigh the next burst.
   void NoteArrival(absl::Time now) {
     if (!config_.release_when_arrivals_are_sparse) return;
     if (arrivals_ > 0) {
@@ -227,8 +237,8 @@ class BatchQueue {
     if (arrivals_ < 2) ++arrivals_;
   }
 
-  // Zero (wait the whole delay) until two arrivals have given a gap; always zero when off,
-  // since NoteArrival then notes nothing.
+  // Zero (wait the whole delay) until a gap is known (two arrivals, or the opening and one
+  // arrival); always zero when off, since NoteArrival then notes nothing.
   absl::Duration ExpectedGap() const { return arrivals_ >= 2 ? mean_gap_ : absl::ZeroDuration(); }
 
   absl::Time EarliestExpiry() const {
@@ -249,7 +259,7 @@ class BatchQueue {
   std::vector<size_t> delayed_per_level_;  // entries of each level now in delayed_
   size_t size_ = 0;
   // Arrival statistics for release_when_arrivals_are_sparse.
-  int arrivals_ = 0;  // counts to 2 only: whether mean_gap_ holds a gap yet
+  int arrivals_ = 0;  // counts to 2 only (the opening counts as one): whether mean_gap_ holds a gap
   absl::Time last_arrival_;
   absl::Duration mean_gap_ = absl::ZeroDuration();
 };

@@ -91,7 +91,7 @@ SchedulerFactory DynamicBatcher::Factory(const Clock* clock) {
 DynamicBatcher::DynamicBatcher(DynamicBatchingConfig config, const Clock* clock,
                                QueueObserver* observer)
     : clock_(clock), observer_(observer), idle_poll_(config.idle_poll),
-      queue_(std::move(config)) {}
+      queue_(std::move(config), clock->Now()) {}
 
 DynamicBatcher::~DynamicBatcher() { Stop(); }
 

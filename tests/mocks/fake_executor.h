@@ -33,6 +33,13 @@ class Outcomes {
     auto done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ >= n; };
     mu_.Await(absl::Condition(&done));
   }
+  // Await for at most `real_time` (a bound for a test that would otherwise hang when the
+  // code under test waits on simulated time instead); whether `n` jobs ended.
+  bool AwaitFor(int n, absl::Duration real_time) {
+    absl::MutexLock l(&mu_);
+    auto done = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return finished_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), real_time);
+  }
   int finished() {
     absl::MutexLock l(&mu_);
     return finished_;

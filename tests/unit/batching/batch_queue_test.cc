@@ -234,6 +234,32 @@ TEST(BatchQueueTest, SparseArrivalsRunWithoutTheDelay) {
   EXPECT_EQ(Ids(q.Next(At(2000)).batch), (std::vector<int>{3}));
 }
 
+TEST(BatchQueueTest, AFirstRequestLongAfterTheQueueOpenedRunsWithoutTheDelay) {
+  // Quiet since the model loaded: the wait from the opening is the first gap (200 us, as
+  // capped), longer than the 100 us the request has left to wait.
+  Queue q(EarlyRelease(8, 100), /*opened=*/At(0));
+  Push(q, 1, At(5000));
+  EXPECT_EQ(Ids(q.Next(At(5000)).batch), (std::vector<int>{1}));
+  Push(q, 2, At(6000));
+  EXPECT_EQ(Ids(q.Next(At(6000)).batch), (std::vector<int>{2}));
+  // A burst right after the opening: the gap is short, so the batch waits for company
+  // until the rest of its delay is shorter than that gap.
+  Queue burst(EarlyRelease(8, 100), /*opened=*/At(0));
+  Push(burst, 1, At(20));
+  auto d = burst.Next(At(20));
+  EXPECT_TRUE(d.batch.empty());
+  EXPECT_EQ(*d.wake_at, At(100));  // the release (120) less the gap (20)
+  Push(burst, 2, At(30));  // a gap of 10 us: mean 20 - 10 / 8
+  auto later = burst.Next(At(30));
+  EXPECT_TRUE(later.batch.empty());
+  EXPECT_EQ(*later.wake_at, At(120) - absl::Nanoseconds(18750));
+  EXPECT_EQ(Ids(burst.Next(*later.wake_at).batch), (std::vector<int>{1, 2}));
+  // Without early release the opening changes nothing.
+  Queue off(Config(8, 100), /*opened=*/At(0));
+  Push(off, 1, At(5000));
+  EXPECT_EQ(*off.Next(At(5000)).wake_at, At(5100));
+}
+
 TEST(BatchQueueTest, DenseArrivalsWaitUntilTheNextIsNotExpectedInTime) {
   Queue q(EarlyRelease(8, 100));
   for (int i = 0; i < 4; ++i) Push(q, i + 1, At(10 * i));  // gaps of 10 us

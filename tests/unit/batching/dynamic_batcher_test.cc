@@ -211,6 +211,25 @@ TEST(DynamicBatcherTest, WaitsForAFullerGroupExactlyTheDelay) {
   EXPECT_EQ(observer.depths.back(), 0);
 }
 
+TEST(DynamicBatcherTest, WithEarlyReleaseTheFirstRequestAfterQuietRunsAtOnce) {
+  FakeExecutor executor;
+  FakeClock clock;
+  DynamicBatchingConfig config;
+  config.max_batch_size = 4;
+  config.max_queue_delay = absl::Milliseconds(20);
+  config.release_when_arrivals_are_sparse = true;
+  auto batcher = DynamicBatcher::Create({&executor}, config, &clock).value();
+  // The model loaded, warmed up and waited a second for its first request: no time passes
+  // while it runs, as no company was to be expected within its 20 ms delay.
+  clock.Advance(absl::Seconds(1));
+  Outcomes outcomes(1);
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  // (Waiting the delay, it would wait for a clock that no one advances.)
+  ASSERT_TRUE(outcomes.AwaitFor(1, absl::Seconds(30)));
+  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}}));
+  clock.Advance(absl::Milliseconds(20));  // lets a waiting worker go, for the teardown
+}
+
 TEST(DynamicBatcherTest, QueueTimeoutRefusesAtTheDeadlineWithoutSleeping) {
   FakeExecutor executor;
   FakeClock clock;
