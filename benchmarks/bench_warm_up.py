@@ -7,7 +7,10 @@ repository holding only that model, started --rounds times with --warm_up=false 
 --warm_up=true in turn; once it serves, one client (this process, pinned to --client-cores)
 sends single-image (or single-text) KServe requests one after another over HTTP and times
 each. Prints per model and setting: the latency of the 1st, 2nd and 3rd request, the median
-of requests 11-30 (warm), and how long the server took from start until it served.
+of requests 11-30 (warm), how long the 1st request waited in the model's queue (the
+server's gatescope_queue_duration_seconds), and how long the server took from start until
+it served. GATESCOPE_BUILD_DIR selects the build whose server runs (default ./build), for
+comparing two builds.
 
 Usage: /usr/bin/python3 benchmarks/bench_warm_up.py [--models vit_fmnist,...]
        [--rounds 2] [--server-cores 0] [--client-cores 1]
@@ -20,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 
 import numpy as np
 
@@ -44,6 +48,16 @@ def request_items(model, tmp):
     return "input", [pathlib.Path(p).read_bytes() for p in write_inputs(task, tmp / "inputs")]
 
 
+def queued_seconds(srv, model):
+    """The server's gatescope_queue_duration_seconds_sum over `model`'s series: how long its
+    requests have waited in the model's queue in all."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics",
+                                  timeout=10).read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("gatescope_queue_duration_seconds_sum{")
+               and f'model="{model}"' in line)
+
+
 def first_requests(model, repo, extra, wrap, items, input_name, tmp):
     t0 = time.perf_counter()
     srv = start_server(tmp, repo, extra=["--torch_threads=1", *extra], wrap=wrap)
@@ -56,9 +70,12 @@ def first_requests(model, repo, extra, wrap, items, input_name, tmp):
             t = time.perf_counter()
             client.infer(model, {input_name: np.array([item], dtype=object)})
             times.append(1e3 * (time.perf_counter() - t))
+            if i == 0:
+                first_queued = queued_seconds(srv, model)
     finally:
         stop_server(srv)
-    return {"first": times[:3], "warm": statistics.median(times[10:]), "start_s": started}
+    return {"first": times[:3], "warm": statistics.median(times[10:]), "start_s": started,
+            "first_queued_ms": 1e3 * first_queued}
 
 
 def main():
@@ -73,8 +90,9 @@ def main():
     wrap = ["taskset", "-c", args.server_cores]
     print(f"Server on cores {args.server_cores} (one Torch thread), client on "
           f"{args.client_cores}; single-example KServe requests over HTTP, one at a time\n")
-    print("| model | --warm_up | 1st request ms | 2nd | 3rd | warm median ms | start to serving s |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | --warm_up | 1st request ms | 2nd | 3rd | warm median ms | 1st queued ms | "
+          "start to serving s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for model in args.models.split(","):
         with tempfile.TemporaryDirectory() as d:
             tmp = pathlib.Path(d)
@@ -90,7 +108,7 @@ def main():
                                          input_name, run)
                     first = " | ".join(f"{t:.1f}" for t in got["first"])
                     print(f"| {model} | {warm} | {first} | {got['warm']:.1f} | "
-                          f"{got['start_s']:.2f} |", flush=True)
+                          f"{got['first_queued_ms']:.2f} | {got['start_s']:.2f} |", flush=True)
 
 
 if __name__ == "__main__":
