@@ -8,7 +8,8 @@ repository holding only that model, started --rounds times with --warm_up=false 
 sends single-image (or single-text) KServe requests one after another over HTTP and times
 each. Prints per model and setting: the latency of the 1st, 2nd and 3rd request, the median
 of requests 11-30 (warm), how long the 1st request waited in the model's queue (the
-server's gatescope_queue_duration_seconds), and how long the server took from start until
+server's gatescope_queue_duration_seconds, read between the 1st and 2nd request, which
+puts a scrape of /metrics before the 2nd), and how long the server took from start until
 it served. GATESCOPE_BUILD_DIR selects the build whose server runs (default ./build), for
 comparing two builds.
 

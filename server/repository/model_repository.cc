@@ -27,8 +27,6 @@ constexpr char kModelFile[] = "model.pt";
 constexpr char kServingConfigFile[] = "config.pbtxt";
 // model_warmup's input_data_file names a file below this directory of the model (Triton's).
 constexpr char kWarmUpDir[] = "warmup";
-// A warm-up file is read whole at load: 256 MiB, the most one sample's batch may hold.
-constexpr uintmax_t kMaxWarmUpFileBytes = uintmax_t{1} << 28;
 
 // The overrides in `path` (a resolved config.pbtxt); none if there is no such file.
 absl::StatusOr<v1::ServingConfig> ReadServingConfig(const fs::path& path) {
@@ -39,27 +37,34 @@ absl::StatusOr<v1::ServingConfig> ReadServingConfig(const fs::path& path) {
   return ParseServingConfig(text.str());
 }
 
-// The bytes of the warm-up file at `resolved` (a path inside the repository; `where`
-// names it in errors): NOT_FOUND, INVALID_ARGUMENT for what is not a regular file or is
-// over kMaxWarmUpFileBytes.
-absl::StatusOr<std::string> ReadWarmUpFile(const fs::path& resolved, const std::string& where) {
+// The first `max_bytes` bytes of the warm-up file at `resolved` (a path inside the
+// repository; `where` names it in errors), all of a shorter file: NOT_FOUND when it does
+// not exist, INVALID_ARGUMENT when it is not a regular file, FAILED_PRECONDITION when it
+// cannot be read, RESOURCE_EXHAUSTED when its bytes do not fit in memory.
+absl::StatusOr<std::string> ReadWarmUpFile(const fs::path& resolved, const std::string& where,
+                                           size_t max_bytes) {
   std::error_code ec;
   const fs::file_status status = fs::status(resolved, ec);
-  if (!fs::exists(status)) return absl::NotFoundError(absl::StrCat(where, " does not exist"));
+  if (status.type() == fs::file_type::not_found) {
+    return absl::NotFoundError(absl::StrCat(where, " does not exist"));
+  }
+  if (ec) {
+    return absl::FailedPreconditionError(absl::StrCat(where, " cannot be read: ", ec.message()));
+  }
   if (!fs::is_regular_file(status)) {
     return absl::InvalidArgumentError(absl::StrCat(where, " is not a regular file"));
   }
-  const uintmax_t size = fs::file_size(resolved, ec);
-  if (ec || size > kMaxWarmUpFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, " is over ", kMaxWarmUpFileBytes, " bytes or unreadable"));
-  }
   std::ifstream in(resolved, std::ios::binary);
-  std::string bytes(static_cast<size_t>(size), '\0');
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-    return absl::UnavailableError(absl::StrCat(where, " could not be read"));
+  if (!in) return absl::FailedPreconditionError(absl::StrCat(where, " cannot be opened"));
+  try {
+    std::string bytes(max_bytes, '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(max_bytes));
+    if (in.bad()) return absl::FailedPreconditionError(absl::StrCat(where, " could not be read"));
+    bytes.resize(static_cast<size_t>(in.gcount()));
+    return bytes;
+  } catch (const std::exception& e) {  // std::bad_alloc, std::length_error
+    return absl::ResourceExhaustedError(absl::StrCat(where, ": ", e.what()));
   }
-  return bytes;
 }
 
 // Whether `path` is `root` or lies below it, compared by whole components ("/repo2/m" is
@@ -141,12 +146,13 @@ absl::Status ModelRepository::InitModel(ServedModel& model, const std::string& m
   // Its input_data_file (a relative path without "..": MakeServingPlan) must also resolve
   // inside the repository.
   const WarmUpFileReader warm_up_file =
-      [this, &model, &model_dir](const std::string& file) -> absl::StatusOr<std::string> {
+      [this, &model, &model_dir](const std::string& file,
+                                 size_t max_bytes) -> absl::StatusOr<std::string> {
     const std::string where =
         QuoteName(absl::StrCat(model.name, "/", kWarmUpDir, "/", file));
     GS_ASSIGN_OR_RETURN(const std::string resolved,
                         ResolveInside((fs::path(model_dir) / kWarmUpDir / file).string(), where));
-    return ReadWarmUpFile(resolved, where);
+    return ReadWarmUpFile(resolved, where, max_bytes);
   };
   GS_ASSIGN_OR_RETURN(std::vector<WarmUpCall> sample_calls,
                       SampleWarmUpCalls(model.plan.warm_up, *model.task, warm_up_file));
@@ -228,12 +234,15 @@ std::string ModelRepository::Fingerprint(const std::string& name) const {
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     files.push_back(entry.path() / kModelFile);
   }
-  // model_warmup's files (the first 1000; a sample's data is part of what loads).
-  int warm_up_files = 0;
-  for (auto it = fs::recursive_directory_iterator(dir / kWarmUpDir, ec);
-       !ec && it != fs::recursive_directory_iterator() && warm_up_files < 1000;
-       it.increment(ec), ++warm_up_files) {
-    files.push_back(it->path());
+  // model_warmup's files, a sample's data being part of what loads: the first 1000 entries
+  // below warmup/ (not into linked directories), when it resolves inside the root.
+  if (ResolveInside((dir / kWarmUpDir).string(), name).ok()) {
+    int warm_up_files = 0;
+    for (auto it = fs::recursive_directory_iterator(dir / kWarmUpDir, ec);
+         !ec && it != fs::recursive_directory_iterator() && warm_up_files < 1000;
+         it.increment(ec), ++warm_up_files) {
+      files.push_back(it->path());
+    }
   }
   std::sort(files.begin(), files.end());
   std::string print;

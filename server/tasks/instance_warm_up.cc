@@ -19,6 +19,9 @@ namespace {
 constexpr int kProfilingCalls = 2;  // TorchScript's profiling run, then its optimised plan
 // Elements of one sample's whole batch (batch_size examples): 256 MiB of FP32.
 constexpr int64_t kMaxSampleElements = int64_t{1} << 26;
+// The longest text a warm-up file may hold (requests' texts are bounded far below, by the
+// model's max_text_bytes).
+constexpr size_t kMaxWarmUpTextBytes = size_t{16} << 20;
 
 // The example of an input whose data is the file it names: `elements` FP32 values of
 // `dims`, or one text.
@@ -31,18 +34,25 @@ absl::StatusOr<at::Tensor> FileExample(const std::string& which,
     return absl::FailedPreconditionError(
         absl::StrCat(which, ": input_data_file '", file, "' needs the model's warmup directory"));
   }
-  absl::StatusOr<std::string> bytes = read_file(file);
+  const bool text = input.data_type() == ::inference::TYPE_STRING;
+  // Text: the element and one byte more, which tells a longer file. FP32: the example's.
+  const size_t needed = text ? sizeof(uint32_t) + kMaxWarmUpTextBytes + 1
+                             : static_cast<size_t>(elements) * sizeof(float);
+  absl::StatusOr<std::string> bytes = read_file(file, needed);
   if (!bytes.ok()) {
     return absl::Status(bytes.status().code(), absl::StrCat(which, ": ", bytes.status().message()));
   }
-  if (input.data_type() == ::inference::TYPE_STRING) {
+  if (text) {
     // A text input is one BYTES element per example (its declared dims are [1]).
     uint32_t length = 0;
     if (bytes->size() >= sizeof(length)) std::memcpy(&length, bytes->data(), sizeof(length));
-    if (bytes->size() < sizeof(length) || bytes->size() - sizeof(length) != length) {
+    if (bytes->size() < sizeof(length) || bytes->size() - sizeof(length) != length ||
+        length > kMaxWarmUpTextBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          which, ": input_data_file '", file, "' holds ", bytes->size(),
-          " bytes, not one BYTES element (a 4-byte little-endian length, then that many bytes)"));
+          which, ": input_data_file '", file, "' holds ",
+          bytes->size() == needed ? "more than " : "", bytes->size(),
+          " bytes, not one BYTES element (a 4-byte little-endian length, then that many bytes, "
+          "at most ", kMaxWarmUpTextBytes, ")"));
     }
     absl::StatusOr<at::Tensor> example =
         task.TextWarmUpExample(std::string_view(*bytes).substr(sizeof(length)));
@@ -54,7 +64,6 @@ absl::StatusOr<at::Tensor> FileExample(const std::string& which,
     return example;
   }
   // Triton's rule: the file holds at least one example's bytes, and those are its first.
-  const size_t needed = static_cast<size_t>(elements) * sizeof(float);
   if (bytes->size() < needed) {
     return absl::InvalidArgumentError(absl::StrCat(
         which, ": input_data_file '", file, "' holds ", bytes->size(), " bytes; dims [",

@@ -7,6 +7,7 @@
 // before the first request.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -30,9 +31,10 @@ struct WarmUpCall {
 };
 
 // Reads the file a model_warmup input names (`input_data_file`, a path relative to the
-// model's `warmup/` directory, as in Triton) and returns its bytes. Called on the loading
-// thread, while SampleWarmUpCalls runs.
-using WarmUpFileReader = std::function<absl::StatusOr<std::string>(const std::string& file)>;
+// model's `warmup/` directory, as in Triton) and returns its first `max_bytes` bytes (all
+// of a shorter file). Called on the loading thread, while SampleWarmUpCalls runs.
+using WarmUpFileReader =
+    std::function<absl::StatusOr<std::string>(const std::string& file, size_t max_bytes)>;
 
 // The calls of config.pbtxt's model_warmup `samples`, in order, made once per model
 // (Triton's semantics: `batch_size` copies of the sample per call, `count` calls, 0 meaning
@@ -42,8 +44,8 @@ using WarmUpFileReader = std::function<absl::StatusOr<std::string>(const std::st
 // endian; a shorter file is refused), of the sample's dims. A text input, whose examples
 // are piece ids, gets the task's own example for zero and random data (Triton, too, falls
 // back from random to zero data for strings), and for a file the text it holds (one
-// KServe BYTES element: a 4-byte little-endian length, then the bytes) tokenized as a
-// request's. INVALID_ARGUMENT when a sample does not fit the model, its file does not fit
+// KServe BYTES element: a 4-byte little-endian length, then at most 16 MiB of text)
+// tokenized as a request's. Only the bytes used are read. INVALID_ARGUMENT when a sample does not fit the model, its file does not fit
 // the input, or its batch would hold more than 2^26 elements; a failure of `read_file`
 // (needed only by samples with a file) as it says.
 absl::StatusOr<std::vector<WarmUpCall>> SampleWarmUpCalls(

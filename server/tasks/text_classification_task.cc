@@ -228,9 +228,11 @@ class TextClassificationTask final : public Task {
   }
 
   absl::StatusOr<at::Tensor> TextWarmUpExample(std::string_view text) const override {
-    auto tokens = Guarded("tokenizing", [&] { return tokenizer_->Tokenize(text); });
-    if (!tokens.ok()) return tokens.status();
-    return PieceIds(*tokens);
+    return Guarded("tokenizing", [&]() -> absl::StatusOr<at::Tensor> {
+      absl::StatusOr<TokenizedText> tokens = tokenizer_->Tokenize(text);
+      if (!tokens.ok()) return tokens.status();
+      return PieceIds(*tokens);
+    });
   }
 
  private:

@@ -77,11 +77,14 @@ def test_model_warmup_samples_read_their_files_from_the_warmup_directory(tmp_pat
     pixels = load_split("t10k")[0][9000].astype(np.float32) / 255.0  # [28, 28]
     repo = repository(tmp_path)
     shutil.copytree(REPO / "model_repository" / "vit_fmnist", repo / "vit_short")
+    shutil.copytree(REPO / "model_repository" / "dgt_wordnet", repo / "dgt_latin1")
     samples = {
         "vit_fmnist": ("TYPE_FP32", "[ 1, 28, 28 ]", "input", pixels.tobytes()),
         "vit_short": ("TYPE_FP32", "[ 1, 28, 28 ]", "input", pixels.tobytes()[:-4]),
         "dgt_wordnet": ("TYPE_STRING", "[ 1 ]", "text",
                         struct.pack("<I", 27) + b"a small domesticated feline"),
+        # Not UTF-8: the file's text reaches the model's tokenizer, which refuses it.
+        "dgt_latin1": ("TYPE_STRING", "[ 1 ]", "text", struct.pack("<I", 4) + b"caf\xe9"),
     }
     for name, (data_type, dims, input_name, data) in samples.items():
         (repo / name / "warmup").mkdir()
@@ -102,9 +105,11 @@ model_warmup {{
         assert ("failed to load vit_short/1: INVALID_ARGUMENT: model_warmup 'from_file': "
                 "input_data_file 'sample.bin' holds 3132 bytes; dims [1,28,28] of FP32 need "
                 "3136") in log, log
+        assert ("failed to load dgt_latin1/1: INVALID_ARGUMENT: model_warmup 'from_file': the "
+                "text of 'sample.bin': ") in log, log
         assert "warm-up stopped" not in log
         client = Client(f"http://127.0.0.1:{srv.http_port}", timeout=60)
         assert client.model_ready("vit_fmnist") and client.model_ready("dgt_wordnet")
-        assert not client.model_ready("vit_short")
+        assert not client.model_ready("vit_short") and not client.model_ready("dgt_latin1")
     finally:
         assert stop_server(srv) == 0

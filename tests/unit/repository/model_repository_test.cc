@@ -156,6 +156,9 @@ TEST_F(ModelRepositoryTest, AWarmUpSampleCanReadItsDataFromTheModelsWarmupDirect
   fs::create_symlink(elsewhere, root_ / "outside" / "warmup" / "x.bin");
   AddVersion("up", "1");  // no ".." even where it would stay inside the repository
   std::ofstream(root_ / "up" / "config.pbtxt") << with_file("../../m/warmup/one/example.bin");
+  AddVersion("dir", "1");
+  std::ofstream(root_ / "dir" / "config.pbtxt") << with_file("x.bin");
+  fs::create_directories(root_ / "dir" / "warmup" / "x.bin");
 
   auto repo = Load();
   fs::remove(elsewhere);
@@ -177,7 +180,8 @@ TEST_F(ModelRepositoryTest, AWarmUpSampleCanReadItsDataFromTheModelsWarmupDirect
             "input_data_file 'x.bin' holds 12 bytes; dims [1,2,2] of FP32 need 16"},
            {"missing", absl::StatusCode::kNotFound, "'missing/warmup/x.bin' does not exist"},
            {"outside", absl::StatusCode::kPermissionDenied, "outside the model repository"},
-           {"up", absl::StatusCode::kInvalidArgument, "a relative path, no '..'"}}) {
+           {"up", absl::StatusCode::kInvalidArgument, "a relative path, no '..'"},
+           {"dir", absl::StatusCode::kInvalidArgument, "'dir/warmup/x.bin' is not a regular file"}}) {
     auto model = (*repo)->Find(c.model, "1");
     ASSERT_TRUE(model.ok()) << c.model;
     EXPECT_EQ((*model)->load_status.code(), c.code) << (*model)->load_status;
@@ -205,6 +209,18 @@ TEST_F(ModelRepositoryTest, PollingReloadsAModelWhoseWarmUpFileChanged) {
   (*repo)->Poll();
   EXPECT_EQ(loader_.runners().size(), 2u);  // reloaded, and warmed up on the new data
   EXPECT_GT(loader_.runners()[1]->input_sums().at(0), 0.0);
+  // A warmup/ that links out of the repository is not looked into: what changes there
+  // reloads nothing (and its file is refused when the model loads).
+  const fs::path outside = root_.string() + "_outside";
+  fs::create_directories(outside);
+  fs::remove_all(root_ / "m" / "warmup");
+  fs::create_directory_symlink(outside, root_ / "m" / "warmup");
+  (*repo)->Poll();
+  const size_t runners = loader_.runners().size();
+  std::ofstream(outside / "new.bin") << "abcd";
+  (*repo)->Poll();
+  EXPECT_EQ(loader_.runners().size(), runners);
+  fs::remove_all(outside);
 }
 
 TEST_F(ModelRepositoryTest, VersionsOrderNumericallyAndDefaultToHighestReady) {

@@ -161,13 +161,16 @@ std::string FloatBytes(const std::vector<float>& values) {
 
 TEST(WarmUpCallsTest, ASampleFilesFirstBytesAreItsExample) {
   auto task = Classifier();
-  std::vector<std::string> asked;
-  const WarmUpFileReader files = [&](const std::string& file) -> absl::StatusOr<std::string> {
-    asked.push_back(file);
-    if (file == "six.bin") return FloatBytes({1, 2, 3, 4, 5, 6});
-    if (file == "seven.bin") return FloatBytes({6, 5, 4, 3, 2, 1, 99});
-    if (file == "five.bin") return FloatBytes({1, 2, 3, 4, 5});
-    return absl::NotFoundError(absl::StrCat("'m/warmup/", file, "' does not exist"));
+  std::vector<std::pair<std::string, size_t>> asked;
+  const WarmUpFileReader files = [&](const std::string& file,
+                                     size_t max_bytes) -> absl::StatusOr<std::string> {
+    asked.emplace_back(file, max_bytes);
+    std::string bytes;
+    if (file == "six.bin") bytes = FloatBytes({1, 2, 3, 4, 5, 6});
+    if (file == "seven.bin") bytes = FloatBytes({6, 5, 4, 3, 2, 1, 99});
+    if (file == "five.bin") bytes = FloatBytes({1, 2, 3, 4, 5});
+    if (bytes.empty()) return absl::NotFoundError(absl::StrCat("'m/warmup/", file, "' does not exist"));
+    return bytes.substr(0, max_bytes);
   };
   auto calls = SampleWarmUpCalls(
       {FileSample("six.bin", {1, 3, 2}), FileSample("seven.bin", {1, 3, 2})}, *task, files);
@@ -177,7 +180,9 @@ TEST(WarmUpCallsTest, ASampleFilesFirstBytesAreItsExample) {
   // Row-major FP32 of the sample's dims; a longer file's first bytes (Triton's rule).
   EXPECT_TRUE((*calls)[0].example.equal(at::arange(1, 7, at::kFloat).reshape({1, 3, 2})));
   EXPECT_TRUE((*calls)[1].example.equal(at::arange(6, 0, -1, at::kFloat).reshape({1, 3, 2})));
-  EXPECT_EQ(asked, (std::vector<std::string>{"six.bin", "seven.bin"}));
+  // Only one example's bytes are asked for (6 floats).
+  using Asked = std::vector<std::pair<std::string, size_t>>;
+  EXPECT_EQ(asked, (Asked{{"six.bin", 24}, {"seven.bin", 24}}));
 
   auto shorter = SampleWarmUpCalls({FileSample("five.bin", {1, 3, 2})}, *task, files);
   EXPECT_EQ(shorter.status().code(), absl::StatusCode::kInvalidArgument);

@@ -406,8 +406,11 @@ TEST(TextTaskTest, AWarmUpSampleFileGivesTheTextItsRequestsWouldSend) {
       {"hello.bin", element("Hello w\xC3\xB6rld \xF0\x9F\x91\x8D \xE4\xB8\xAD\xE6\x96\x87")},
       {"two.bin", element("a") + element("b")},
       {"cut.bin", element("Hello").substr(0, 6)},
-      {"bad.bin", element("ab\xC0\x80")}};
-  const WarmUpFileReader read = [&](const std::string& file) { return files.at(file); };
+      {"bad.bin", element("ab\xC0\x80")},
+      {"long.bin", element(std::string((16 << 20) + 1, 'a'))}};
+  const WarmUpFileReader read = [&](const std::string& file, size_t max_bytes) {
+    return files.at(file).substr(0, max_bytes);
+  };
   auto calls = SampleWarmUpCalls({w}, *task, read);
   ASSERT_TRUE(calls.ok()) << calls.status();
   ASSERT_EQ(calls->size(), 1u);
@@ -418,7 +421,9 @@ TEST(TextTaskTest, AWarmUpSampleFileGivesTheTextItsRequestsWouldSend) {
   for (const auto& [file, says] : std::vector<std::pair<std::string, std::string>>{
            {"two.bin", "holds 10 bytes, not one BYTES element"},
            {"cut.bin", "holds 6 bytes, not one BYTES element"},
-           {"bad.bin", "the text of 'bad.bin': "}}) {
+           {"bad.bin", "the text of 'bad.bin': "},
+           // Read no further than one byte past the longest text a file may hold.
+           {"long.bin", "holds more than 16777221 bytes, not one BYTES element"}}) {
     in.set_input_data_file(file);
     auto refused = SampleWarmUpCalls({w}, *task, read);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << file;
