@@ -43,7 +43,7 @@ class BatchQueue {
   // take requests, if known. With release_when_arrivals_are_sparse the quiet time from
   // then to the first arrival counts as that arrival's gap, so a first request that comes
   // long after its model loaded runs at once instead of waiting the whole delay; without
-  // it (InfinitePast) the first two arrivals wait the delay, as no gap is known yet.
+  // it (InfinitePast) the first arrival waits the delay, as no gap is known yet.
   explicit BatchQueue(DynamicBatchingConfig config, absl::Time opened = absl::InfinitePast())
       : config_(std::move(config)),
         levels_(std::max(1, config_.priority_levels)),
