@@ -54,11 +54,12 @@ absl::StatusOr<std::string> ReadWarmUpFile(const fs::path& resolved, const std::
   if (!fs::is_regular_file(status)) {
     return absl::InvalidArgumentError(absl::StrCat(where, " is not a regular file"));
   }
+  const uintmax_t size = fs::file_size(resolved, ec);
   std::ifstream in(resolved, std::ios::binary);
-  if (!in) return absl::FailedPreconditionError(absl::StrCat(where, " cannot be opened"));
+  if (ec || !in) return absl::FailedPreconditionError(absl::StrCat(where, " cannot be opened"));
   try {
-    std::string bytes(max_bytes, '\0');
-    in.read(bytes.data(), static_cast<std::streamsize>(max_bytes));
+    std::string bytes(static_cast<size_t>(std::min<uintmax_t>(size, max_bytes)), '\0');
+    in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (in.bad()) return absl::FailedPreconditionError(absl::StrCat(where, " could not be read"));
     bytes.resize(static_cast<size_t>(in.gcount()));
     return bytes;
