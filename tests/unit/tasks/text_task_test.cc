@@ -369,14 +369,21 @@ TEST(TextTaskTest, WarmsUpWithTheLongestTextItReadsAllPadIds) {
   EXPECT_EQ((*batches)[0].inputs[1].sum().item<int64_t>(), 16);
 }
 
-TEST(TextTaskTest, AConfiguredWarmUpSampleOfTextRunsTheTasksOwnExample) {
-  auto task = TextTask();
+// A model_warmup sample "t" of `batch` texts for the text model's input, its data unset.
+::inference::ModelWarmup TextSample(uint32_t batch) {
   ::inference::ModelWarmup w;
   w.set_name("t");
-  w.set_batch_size(2);
+  w.set_batch_size(batch);
   auto& in = (*w.mutable_inputs())["text"];
   in.set_data_type(::inference::TYPE_STRING);
   in.add_dims(1);
+  return w;
+}
+
+TEST(TextTaskTest, AConfiguredWarmUpSampleOfTextRunsTheTasksOwnExample) {
+  auto task = TextTask();
+  ::inference::ModelWarmup w = TextSample(2);
+  auto& in = (*w.mutable_inputs())["text"];
   in.set_random_data(true);  // falls back to the task's example, as Triton falls back to zeros
   auto calls = SampleWarmUpCalls({w}, *task);
   ASSERT_TRUE(calls.ok()) << calls.status();
@@ -390,12 +397,8 @@ TEST(TextTaskTest, AConfiguredWarmUpSampleOfTextRunsTheTasksOwnExample) {
 
 TEST(TextTaskTest, AWarmUpSampleFileGivesTheTextItsRequestsWouldSend) {
   auto task = TextTask();
-  ::inference::ModelWarmup w;
-  w.set_name("t");
-  w.set_batch_size(3);
+  ::inference::ModelWarmup w = TextSample(3);
   auto& in = (*w.mutable_inputs())["text"];
-  in.set_data_type(::inference::TYPE_STRING);
-  in.add_dims(1);
   in.set_input_data_file("hello.bin");
   // One KServe BYTES element: its length (4 bytes, little endian), then the text.
   auto element = [](const std::string& text) {
