@@ -172,12 +172,14 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
                           absl::StrCat("instance ", spec.name, " on ", DeviceName(spec), ": ",
                                        runner.status().message()));
     }
+    const CallShapes shapes = CallShapesFor(spec);
     if (options_.defaults.warm_up) {
-      WarmUpInstance(model, WarmUpCalls(spec, sample_calls), spec, **runner);
+      WarmUpInstance(model, WarmUpCalls(spec, sample_calls, model.task->PaddedLengths(shapes)),
+                     spec, **runner);
     }
     model.instances.push_back(std::make_unique<ModelInstance>(
         *std::move(runner), model.task.get(), deps_.clock, model.observer.get(),
-        deps_.replies));
+        deps_.replies, shapes));
     executors.push_back(model.instances.back().get());
   }
   GS_ASSIGN_OR_RETURN(model.scheduler,
@@ -195,7 +197,7 @@ void ModelRepository::WarmUpInstance(const ServedModel& model,
     // As the instance's worker will run them: on the forward CPUs, under the policy the
     // process started with (thread pools the first forwards start inherit it).
     const ForwardPassScheduling forwards;
-    warmed = WarmUp(runner, *model.task, calls);
+    warmed = WarmUp(runner, *model.task, calls, CallShapesFor(spec));
   }
   const std::string who = absl::StrCat(model.name, " version ", model.version, " ", spec.name);
   if (!warmed.ok()) {

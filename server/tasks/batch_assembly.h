@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
+#include "server/config/instance_spec.h"
 #include "server/runtime/named_tensors.h"
 
 namespace gatescope {
@@ -20,6 +21,23 @@ struct GatheredBatch {
   std::vector<size_t> members;
   ModelInputs inputs;
 };
+
+// How the instance that runs a gather's calls wants their inputs shaped.
+struct CallShapes {
+  // Pad variable-length inputs to the full length of their length bucket (text: 16, 32,
+  // 64, ... pieces, at most the longest the model reads), not to the call's longest
+  // example, so that calls repeat a few input shapes: a GPU instance that records a CUDA
+  // graph per input shape (InstanceSpec::cuda_graphs) then replays a few graphs instead of
+  // recording one for every length requests bring.
+  bool whole_length_buckets = false;
+};
+
+// The shapes an instance of `spec` wants: whole length buckets when it records CUDA graphs.
+inline CallShapes CallShapesFor(const InstanceSpec& spec) {
+  CallShapes shapes;
+  shapes.whole_length_buckets = spec.kind == InstanceSpec::Kind::kGpu && spec.cuda_graphs;
+  return shapes;
+}
 
 // Row `position` of every output (the batch dim removed): the scatter of tasks whose
 // outputs lead with the batch dimension.
@@ -35,9 +53,10 @@ class BatchAssembly {
   // Partitions `examples` (each without batch dim) into model calls; every example lands
   // in exactly one. A call's inputs may alias its examples (a batch of one may be a view):
   // the caller keeps the examples alive until the call has run, and reads an example
-  // again only for a call it gathers anew. Worker thread; CPU-bound.
+  // again only for a call it gathers anew. `shapes`: the running instance's wishes (tasks
+  // of fixed-size inputs have nothing to pad and ignore them). Worker thread; CPU-bound.
   virtual absl::StatusOr<std::vector<GatheredBatch>> Gather(
-      const std::vector<at::Tensor>& examples) const = 0;
+      const std::vector<at::Tensor>& examples, const CallShapes& shapes) const = 0;
   // The outputs of the example at `position` of its call (batch dim removed), e.g. trimmed
   // back to its own length. `example` is what Gather received for it.
   virtual absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
@@ -54,6 +73,11 @@ class BatchAssembly {
   virtual absl::StatusOr<at::Tensor> TextWarmUpExample(std::string_view /*text*/) const {
     return absl::UnimplementedError("this task takes no text");
   }
+  // The lengths Gather pads a variable-length input to under `shapes`, ascending, when
+  // that is a fixed set (a text task with whole_length_buckets); empty when calls take
+  // their examples' sizes. Warm-up runs each, so that their CUDA graphs are recorded
+  // before the model serves.
+  virtual std::vector<int64_t> PaddedLengths(const CallShapes& /*shapes*/) const { return {}; }
 };
 
 }  // namespace gatescope

@@ -126,7 +126,7 @@ KServeSignature ImageTask::Signature() const {
 }
 
 absl::StatusOr<std::vector<GatheredBatch>> ImageTask::Gather(
-    const std::vector<at::Tensor>& examples) const {
+    const std::vector<at::Tensor>& examples, const CallShapes&) const {
   std::vector<GatheredBatch> batches;
   std::map<std::vector<int64_t>, size_t> by_shape;  // shape -> index into batches
   for (size_t i = 0; i < examples.size(); ++i) {

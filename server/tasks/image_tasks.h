@@ -59,8 +59,9 @@ class ImageTask : public Task {
   KServeSignature Signature() const final;
 
   // Examples of equal shape are stacked into one call each, in order of first appearance.
-  absl::StatusOr<std::vector<GatheredBatch>> Gather(
-      const std::vector<at::Tensor>& examples) const override;
+  // Images are not padded, whatever `shapes` asks.
+  absl::StatusOr<std::vector<GatheredBatch>> Gather(const std::vector<at::Tensor>& examples,
+                                                    const CallShapes& shapes) const override;
   // Every output's row `position`.
   absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
                                        const at::Tensor& example) const override;

@@ -122,17 +122,34 @@ absl::StatusOr<at::Tensor> SampleExample(const ::inference::ModelWarmup& sample,
   }
 }
 
+// `example` (a sequence along its first dimension, not empty) cut to `length` elements,
+// or repeated from its start until it has them.
+at::Tensor OfLength(const at::Tensor& example, int64_t length) {
+  const int64_t have = example.size(0);
+  if (have >= length) return example.narrow(0, 0, length);
+  std::vector<int64_t> repeats(static_cast<size_t>(example.dim()), 1);
+  repeats[0] = (length + have - 1) / have;
+  return example.repeat(repeats).narrow(0, 0, length);
+}
+
 // WarmUp's calls; what throws is WarmUp's to catch.
 absl::Status WarmUpOrThrow(ModelRunner& runner, const BatchAssembly& assembly,
-                           const std::vector<WarmUpCall>& calls) {
+                           const std::vector<WarmUpCall>& calls, const CallShapes& shapes) {
   at::Tensor own;  // the task's example, made when a call first needs it
   for (const WarmUpCall& call : calls) {
     if (!call.example.defined() && !own.defined()) {
       GS_ASSIGN_OR_RETURN(own, assembly.WarmUpExample());
     }
-    const at::Tensor& example = call.example.defined() ? call.example : own;
+    at::Tensor example = call.example.defined() ? call.example : own;
+    if (call.length > 0) {
+      if (example.dim() < 1 || example.size(0) < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "warm-up at length ", call.length, ": the example is not a sequence"));
+      }
+      example = OfLength(example, call.length);
+    }
     const std::vector<at::Tensor> examples(static_cast<size_t>(call.batch), example);
-    GS_ASSIGN_OR_RETURN(std::vector<GatheredBatch> batches, assembly.Gather(examples));
+    GS_ASSIGN_OR_RETURN(std::vector<GatheredBatch> batches, assembly.Gather(examples, shapes));
     for (int i = 0; i < call.count; ++i) {
       for (const GatheredBatch& batch : batches) {
         absl::StatusOr<NamedTensors> out = runner.Predict(batch.inputs);
@@ -162,7 +179,8 @@ absl::StatusOr<std::vector<WarmUpCall>> SampleWarmUpCalls(
 }
 
 std::vector<WarmUpCall> WarmUpCalls(const InstanceSpec& spec,
-                                    std::vector<WarmUpCall> sample_calls) {
+                                    std::vector<WarmUpCall> sample_calls,
+                                    const std::vector<int64_t>& lengths) {
   std::vector<WarmUpCall> calls = std::move(sample_calls);
   const bool graphs = spec.kind == InstanceSpec::Kind::kGpu && spec.cuda_graphs;
   if (calls.empty() && !graphs) calls.push_back({1, kProfilingCalls, {}});
@@ -170,20 +188,24 @@ std::vector<WarmUpCall> WarmUpCalls(const InstanceSpec& spec,
   // Batch 1 is the first bucket, so its calls profile the forward too. The policy records
   // a shape on the call after its warm-up calls. The buckets run on the first sample's
   // example when there are samples (a model may refuse the zero example), else on the
-  // task's own. Only that one example size is recorded: a model whose inputs vary in size
-  // (text lengths, images of any size) records its other shapes when requests bring them.
+  // task's own, at each length the task pads calls to (a text model's length buckets),
+  // or else at that example's size: a model whose inputs vary in size otherwise (images
+  // of any size) records its other shapes when requests bring them.
   const int to_record = CudaGraphPolicy::Limits{}.warm_up_calls_per_shape + 1;
   const at::Tensor example = calls.empty() ? at::Tensor() : calls.front().example;
-  for (int64_t bucket : CudaGraphPolicy::Buckets(spec.max_batch_size)) {
-    calls.push_back({bucket, to_record, example});
+  const std::vector<int64_t> each_length = lengths.empty() ? std::vector<int64_t>{0} : lengths;
+  for (int64_t length : each_length) {
+    for (int64_t bucket : CudaGraphPolicy::Buckets(spec.max_batch_size)) {
+      calls.push_back({bucket, to_record, example, length});
+    }
   }
   return calls;
 }
 
 absl::Status WarmUp(ModelRunner& runner, const BatchAssembly& assembly,
-                    const std::vector<WarmUpCall>& calls) {
+                    const std::vector<WarmUpCall>& calls, const CallShapes& shapes) {
   try {
-    return WarmUpOrThrow(runner, assembly, calls);
+    return WarmUpOrThrow(runner, assembly, calls, shapes);
   } catch (const std::exception& e) {  // runners and gathers answer with a status; in case
     return absl::InternalError(absl::StrCat("warm-up: ", e.what()));
   }

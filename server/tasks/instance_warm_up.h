@@ -2,9 +2,9 @@
 // a forward on its first call and optimises it on the second: the shipped models' first two
 // requests took 26-200 ms each on the CPU, against 0.6-43 ms once warm (docs/performance.md,
 // "Warm-up before a model serves"). Without a warm-up the first requests after every load
-// pay that. A GPU instance with CUDA graphs also records a graph per batch bucket on the
-// call after its warm-up calls (CudaGraphPolicy); warming every bucket records them all
-// before the first request.
+// pay that. A GPU instance with CUDA graphs also records a graph per input shape on the
+// call after its warm-up calls (CudaGraphPolicy); warming every batch bucket at every
+// padded length records them all before the first request.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +28,9 @@ struct WarmUpCall {
   int64_t batch = 1;
   int count = 1;       // calls of this batch size, in a row
   at::Tensor example;  // each of the batch's examples; undefined: the task's WarmUpExample()
+  // > 0: the example (a sequence along its first dimension) cut or cyclically extended to
+  // this many elements first, for a length the task pads calls to (PaddedLengths).
+  int64_t length = 0;
 };
 
 // Reads the file a model_warmup input names (`input_data_file`, a path relative to the
@@ -55,16 +58,19 @@ absl::StatusOr<std::vector<WarmUpCall>> SampleWarmUpCalls(
 // What an instance runs before it serves: the model's `sample_calls` (SampleWarmUpCalls),
 // or else batch 1 twice; then, on a GPU instance with CUDA graphs, each bucket up to
 // `spec.max_batch_size` (CudaGraphPolicy::Buckets) as many times as it takes to record its
-// graph, on the first sample's example or the task's own (other input sizes record on the
-// requests that bring them).
+// graph, on the first sample's example or the task's own, at each of `lengths` (the
+// lengths the task pads calls to, BatchAssembly::PaddedLengths; empty: at the example's
+// own size). Other input sizes record on the requests that bring them.
 std::vector<WarmUpCall> WarmUpCalls(const InstanceSpec& spec,
-                                    std::vector<WarmUpCall> sample_calls);
+                                    std::vector<WarmUpCall> sample_calls,
+                                    const std::vector<int64_t>& lengths = {});
 
-// Runs `calls` on `runner`, each call's examples gathered by `assembly` as requests are.
-// Blocks for the forwards; `runner` must not be in use by anything else yet. Returns the
-// first failure (the model rejecting the example, say), after which no more calls are
-// made; UNIMPLEMENTED when a call needs the task's example and it has none.
+// Runs `calls` on `runner`, each call's examples gathered by `assembly` as the instance
+// gathers requests (with `shapes`). Blocks for the forwards; `runner` must not be in use
+// by anything else yet. Returns the first failure (the model rejecting the example, say),
+// after which no more calls are made; UNIMPLEMENTED when a call needs the task's example
+// and it has none.
 absl::Status WarmUp(ModelRunner& runner, const BatchAssembly& assembly,
-                    const std::vector<WarmUpCall>& calls);
+                    const std::vector<WarmUpCall>& calls, const CallShapes& shapes = {});
 
 }  // namespace gatescope

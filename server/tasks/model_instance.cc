@@ -9,12 +9,13 @@ namespace gatescope {
 
 ModelInstance::ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAssembly* assembly,
                              const Clock* clock, ExecutionObserver* observer,
-                             PreparationPool* replies)
+                             PreparationPool* replies, CallShapes shapes)
     : runner_(std::move(runner)),
       assembly_(assembly),
       clock_(clock),
       observer_(observer),
-      replies_(replies) {}
+      replies_(replies),
+      shapes_(shapes) {}
 
 void ModelInstance::Prepared::Finish(absl::StatusOr<NamedTensors> outputs) {
   if (finished) return;
@@ -76,7 +77,8 @@ void ModelInstance::RunPredictions(const std::vector<Prepared*>& jobs,
   if (jobs.empty()) return;
   std::vector<at::Tensor> examples;
   for (const Prepared* p : jobs) examples.push_back(p->example);
-  auto batches = Guarded("gathering the batch", [&] { return assembly_->Gather(examples); });
+  auto batches =
+      Guarded("gathering the batch", [&] { return assembly_->Gather(examples, shapes_); });
   if (batches.ok()) batches = CheckCoverage(*std::move(batches), jobs.size());
   if (!batches.ok()) {
     for (Prepared* p : jobs) p->Finish(batches.status());
@@ -171,7 +173,7 @@ void ModelInstance::RunOneByOne(const std::vector<Prepared*>& jobs, const Gather
                                 absl::Duration input_time) {
   for (size_t member : batch.members) {
     auto single = Guarded("gathering the batch", [&] {
-      return assembly_->Gather({jobs[member]->example});
+      return assembly_->Gather({jobs[member]->example}, shapes_);
     });
     if (single.ok()) single = CheckCoverage(*std::move(single), 1);
     if (!single.ok() || single->size() != 1) {
@@ -195,7 +197,9 @@ void ModelInstance::RunExplanation(Prepared& one, absl::Duration input_time) {
   }
   const absl::Time infer_start = clock_->Now();
   absl::StatusOr<NamedTensors> outputs = Guarded("explain", [&]() -> absl::StatusOr<NamedTensors> {
-    auto batches = assembly_->Gather({one.example});
+    // As it is, not padded: an explanation runs eagerly, and a model may refuse padding
+    // in it (the text models explain one unpadded text).
+    auto batches = assembly_->Gather({one.example}, CallShapes{});
     if (batches.ok()) batches = CheckCoverage(*std::move(batches), 1);
     if (!batches.ok()) return batches.status();
     auto visit = [&pass](int layer, const NamedTensors& maps) {

@@ -24,10 +24,12 @@ class ModelInstance final : public Executor {
   // instance and run every task it accepted before it is destroyed) predictions are
   // finished there, not on the worker: their replies (postprocessing, serialisation, the
   // send) leave the forward's CPU when the pool's threads run elsewhere (--forward_cpus).
-  // A refused hand-off (the pool full or stopping) finishes on the worker.
+  // A refused hand-off (the pool full or stopping) finishes on the worker. Predictions
+  // are gathered with `shapes` (CallShapesFor the runner's instance), explanations as
+  // they are.
   ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAssembly* assembly,
                 const Clock* clock, ExecutionObserver* observer,
-                PreparationPool* replies = nullptr);
+                PreparationPool* replies = nullptr, CallShapes shapes = {});
 
   // Jobs must be InferenceJobs (others are refused with INTERNAL). A job whose Prepare
   // fails finishes alone. A model call that fails with INVALID_ARGUMENT (the model
@@ -64,6 +66,7 @@ class ModelInstance final : public Executor {
   const Clock* const clock_;
   ExecutionObserver* const observer_;
   PreparationPool* const replies_;
+  const CallShapes shapes_;
 };
 
 }  // namespace gatescope

@@ -13,12 +13,21 @@ int64_t LengthBucket(int64_t length) {
   return bucket;
 }
 
+std::vector<int64_t> WholeBucketLengths(int64_t max_length) {
+  std::vector<int64_t> lengths;
+  for (int64_t bucket = 16; bucket < max_length; bucket *= 2) lengths.push_back(bucket);
+  lengths.push_back(std::max<int64_t>(1, max_length));
+  return lengths;
+}
+
 std::vector<GatheredBatch> GatherTokenSequences(const std::vector<at::Tensor>& examples,
-                                                int64_t pad_id, TextPadding padding) {
+                                                int64_t pad_id, TextPadding padding,
+                                                int64_t max_length) {
   std::vector<GatheredBatch> batches;
   std::map<int64_t, size_t> by_bucket;  // bucket -> index into batches
   for (size_t i = 0; i < examples.size(); ++i) {
-    const int64_t key = padding == TextPadding::kBuckets ? LengthBucket(examples[i].size(0)) : 0;
+    const int64_t key =
+        padding == TextPadding::kLongest ? 0 : LengthBucket(examples[i].size(0));
     auto [it, added] = by_bucket.emplace(key, batches.size());
     if (added) batches.emplace_back();
     batches[it->second].members.push_back(i);
@@ -26,6 +35,9 @@ std::vector<GatheredBatch> GatherTokenSequences(const std::vector<at::Tensor>& e
   for (GatheredBatch& batch : batches) {
     int64_t longest = 0;
     for (size_t i : batch.members) longest = std::max(longest, examples[i].size(0));
+    if (padding == TextPadding::kWholeBuckets) {
+      longest = std::max(longest, std::min(LengthBucket(longest), max_length));
+    }
     const int64_t rows = static_cast<int64_t>(batch.members.size());
     at::Tensor ids = at::full({rows, longest}, pad_id, at::kLong);
     at::Tensor mask = at::zeros({rows, longest}, at::kBool);

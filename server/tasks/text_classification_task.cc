@@ -210,9 +210,17 @@ class TextClassificationTask final : public Task {
     return s;
   }
 
-  absl::StatusOr<std::vector<GatheredBatch>> Gather(
-      const std::vector<at::Tensor>& examples) const override {
-    return GatherTokenSequences(examples, config_.text().pad_id(), TextPadding::kBuckets);
+  absl::StatusOr<std::vector<GatheredBatch>> Gather(const std::vector<at::Tensor>& examples,
+                                                    const CallShapes& shapes) const override {
+    return GatherTokenSequences(
+        examples, config_.text().pad_id(),
+        shapes.whole_length_buckets ? TextPadding::kWholeBuckets : TextPadding::kBuckets,
+        MaxPieces());
+  }
+
+  std::vector<int64_t> PaddedLengths(const CallShapes& shapes) const override {
+    if (!shapes.whole_length_buckets) return {};
+    return WholeBucketLengths(MaxPieces());
   }
 
   absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
@@ -223,8 +231,7 @@ class TextClassificationTask final : public Task {
   // The longest text the model reads, every piece the pad id (a valid piece id that the
   // attention mask still marks as text).
   absl::StatusOr<at::Tensor> WarmUpExample() const override {
-    return at::full({std::max<int64_t>(1, config_.text().max_tokens())},
-                    config_.text().pad_id(), at::kLong);
+    return at::full({MaxPieces()}, config_.text().pad_id(), at::kLong);
   }
 
   absl::StatusOr<at::Tensor> TextWarmUpExample(std::string_view text) const override {
@@ -236,6 +243,9 @@ class TextClassificationTask final : public Task {
   }
 
  private:
+  // The most pieces a request's text gives the model (its max_tokens).
+  int64_t MaxPieces() const { return std::max<int64_t>(1, config_.text().max_tokens()); }
+
   // The text of a gatescope.v1 request, checked cheaply (size, UTF-8) on the receiving
   // thread; INVALID_ARGUMENT for image inputs and other tasks' fields.
   template <typename Request>

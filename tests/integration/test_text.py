@@ -289,6 +289,45 @@ def python_logits(module, tok, meta, texts):
     return np.stack(out)
 
 
+def whole_bucket(length, max_tokens):
+    """The length a GPU instance that records CUDA graphs pads a call of texts of up to
+    `length` pieces to (server/tasks/text_batches.h, kWholeBuckets)."""
+    bucket = 16
+    while bucket < length:
+        bucket *= 2
+    return max(length, min(bucket, max_tokens))
+
+
+@pytest.mark.parametrize("model", WORDNET + ("dgt_spam", "transformer_spam",
+                                             "difftransformer_spam"))
+def test_padding_texts_to_their_whole_length_bucket_keeps_every_output(model, wordnet, spam):
+    """What GPU instances with CUDA graphs rely on: a text padded (and masked) to its
+    length bucket's full size gives the answers it gives unpadded. Runs the shipped archive
+    itself (the CPU server pads only to the call's longest text)."""
+    tok, meta = tokenizer_of(model)
+    limit = meta["text"]["max_tokens"]
+    module = load(model)
+    texts = list((wordnet if model.endswith("wordnet") else spam).test_texts[:40])
+    pad = meta["text"]["pad_id"]
+    padded_some = set()
+    with torch.no_grad():
+        for text in texts:
+            ids = tok.encode(text)[:limit]
+            alone = module(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.bool))
+            width = whole_bucket(len(ids), limit)
+            row = torch.full((1, width), pad, dtype=torch.int64)
+            row[0, :len(ids)] = torch.tensor(ids)
+            mask = torch.zeros(1, width, dtype=torch.bool)
+            mask[0, :len(ids)] = True
+            padded = module(row, mask)
+            assert set(padded) == set(alone)
+            for name in alone:
+                assert (padded[name] - alone[name]).abs().max().item() <= 1e-5, (model, name)
+            if width > len(ids):
+                padded_some.add(width)
+    assert padded_some, "some texts must have been padded"
+
+
 def kserve_texts(kv, model, texts, outputs=("logits",), parameters=None):
     req = kv.ModelInferRequest(model_name=model)
     req.inputs.add(name="text", datatype="BYTES", shape=[len(texts)])

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -53,9 +54,18 @@ class FakeLoader : public ModelLoader {
     text << in.rdbuf();
     return text.str();
   }
-  // Extra files of the fake archives: none.
+  // Every archive from now on carries an extra file `name` holding `bytes` (a text
+  // model's tokenizer, say).
+  void SetExtraFile(const std::string& name, std::string bytes) {
+    absl::MutexLock l(&mu_);
+    extra_files_[name] = std::move(bytes);
+  }
+  // Extra files of the fake archives: those set, none by default.
   absl::StatusOr<std::string> ReadExtraFile(const std::string& path,
                                             const std::string& name) const override {
+    absl::MutexLock l(&mu_);
+    auto it = extra_files_.find(name);
+    if (it != extra_files_.end()) return it->second;
     return absl::NotFoundError(absl::StrCat(path, " has no extra file '", name, "'"));
   }
   absl::Status CheckOps(const std::string& name) const override {
@@ -88,6 +98,7 @@ class FakeLoader : public ModelLoader {
   mutable int loads_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::vector<FakeRunner*> runners_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_new_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> extra_files_ ABSL_GUARDED_BY(mu_);
 
 };
 

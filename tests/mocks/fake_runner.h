@@ -1,5 +1,5 @@
 // ModelRunner fake: "logits" = per-example sum of the input times [1, 2, ..., classes].
-// Records batch sizes; can be held closed so tests can build up a queue. Explain visits
+// Records batch sizes and input shapes; can be held closed so tests can build up a queue. Explain visits
 // each layer l with {"layer": [B] filled with l} and records the extra arguments.
 #pragma once
 
@@ -23,6 +23,7 @@ class FakeRunner : public ModelRunner {
     ++entered_;
     mu_.Await(absl::Condition(&open_));
     batch_sizes_.push_back(batch.size(0));
+    input_shapes_.push_back(batch.sizes().vec());
     input_sums_.push_back(batch.sum().item<double>());
     if (!fail_with_.ok()) return fail_with_;
     if ((batch.reshape({batch.size(0), -1}).sum(1) > reject_above_).any().item<bool>()) {
@@ -62,6 +63,8 @@ class FakeRunner : public ModelRunner {
   std::vector<int64_t> batch_sizes() { absl::MutexLock l(&mu_); return batch_sizes_; }
   // Each call's sum over its whole first input, in order.
   std::vector<double> input_sums() { absl::MutexLock l(&mu_); return input_sums_; }
+  // Each call's first input's sizes, in order.
+  std::vector<std::vector<int64_t>> input_shapes() { absl::MutexLock l(&mu_); return input_shapes_; }
   std::vector<std::vector<double>> explain_args() { absl::MutexLock l(&mu_); return explain_args_; }
 
  private:
@@ -73,6 +76,7 @@ class FakeRunner : public ModelRunner {
   float reject_above_ ABSL_GUARDED_BY(mu_) = std::numeric_limits<float>::infinity();
   std::vector<double> input_sums_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> batch_sizes_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<int64_t>> input_shapes_ ABSL_GUARDED_BY(mu_);
   std::vector<std::vector<double>> explain_args_ ABSL_GUARDED_BY(mu_);
 };
 

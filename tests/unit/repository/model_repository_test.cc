@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -487,6 +488,35 @@ TEST_F(ModelRepositoryTest, GpuInstancesLoadOnTheirDevicesWhenThereAreSome) {
   EXPECT_EQ(loader_.loads(), 5);
   ASSERT_EQ(m->plan.groups.size(), 2u);
   EXPECT_EQ(m->plan.groups[0].gpus_size(), 2);
+}
+
+TEST_F(ModelRepositoryTest, TextInstancesThatRecordGraphsWarmUpEveryLengthBucket) {
+  loader_.SetGpus(1);
+  std::ifstream tokenizer(std::string(GATESCOPE_SOURCE_DIR) +
+                          "/tests/data/tiny_sentencepiece.model", std::ios::binary);
+  loader_.SetExtraFile("tokenizer.model", std::string(std::istreambuf_iterator<char>(tokenizer),
+                                                      std::istreambuf_iterator<char>()));
+  AddVersion("t", "1", R"({"name":"t","task":"text_classification","labels":["a","b"],
+    "outputs":["logits"],"text":{"tokenizer":"sentencepiece",
+    "tokenizer_file":"tokenizer.model","max_tokens":40,"overflow":"truncate","pad_id":0}})");
+  std::ofstream(root_ / "t" / "config.pbtxt")
+      << "max_batch_size: 2 instance_group { kind: KIND_GPU } instance_group { kind: KIND_CPU }"
+         " optimization { cuda { graphs: true } }";
+  auto repo = Load();
+  ASSERT_TRUE(repo.ok()) << repo.status();
+  auto t = (*repo)->Find("t", "").value();
+  ASSERT_TRUE(t->ready()) << t->load_status;
+  const std::vector<testing::FakeRunner*> runners = loader_.runners();
+  ASSERT_EQ(runners.size(), 2u);
+  // The GPU instance: batch buckets 1 and 2 at each length bucket up to max_tokens, three
+  // calls each (two warm-up calls, then the recording).
+  std::vector<std::vector<int64_t>> graphed;
+  for (int64_t length : {16, 32, 40}) {
+    for (int64_t batch : {1, 2}) graphed.insert(graphed.end(), 3, {batch, length});
+  }
+  EXPECT_EQ(runners[0]->input_shapes(), graphed);
+  // The CPU instance profiles the longest text, unpadded beyond it.
+  EXPECT_EQ(runners[1]->input_shapes(), (std::vector<std::vector<int64_t>>(2, {1, 40})));
 }
 
 // The load error of `name`'s default entry (OK if it serves).

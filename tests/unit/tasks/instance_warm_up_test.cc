@@ -243,7 +243,8 @@ TEST(WarmUpTest, StopsAtTheFirstFailureAndSaysWhere) {
 // An assembly without a warm-up example: nothing runs.
 class NoExample : public BatchAssembly {
  public:
-  absl::StatusOr<std::vector<GatheredBatch>> Gather(const std::vector<at::Tensor>&) const override {
+  absl::StatusOr<std::vector<GatheredBatch>> Gather(const std::vector<at::Tensor>&,
+                                                    const CallShapes&) const override {
     return std::vector<GatheredBatch>{};
   }
   absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t,

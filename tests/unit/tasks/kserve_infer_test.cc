@@ -287,13 +287,13 @@ TEST(KServeInferTest, SmallImagesAreDecodedOnTheReceivingThread) {
 TEST(ImageGatherTest, OneExampleIsViewedOthersStacked) {
   auto task = TaskFrom(kClassifier);
   const at::Tensor a = at::rand({1, 2, 2}), b = at::rand({1, 2, 2}), c = at::rand({1, 3, 3});
-  auto one = task->Gather({a});
+  auto one = task->Gather({a}, CallShapes{});
   ASSERT_TRUE(one.ok()) << one.status();
   ASSERT_EQ(one->size(), 1u);
   const at::Tensor& alone = one->front().inputs.at(0);
   EXPECT_EQ(alone.sizes(), (std::vector<int64_t>{1, 1, 2, 2}));
   EXPECT_EQ(alone.data_ptr(), a.data_ptr());
-  auto mixed = task->Gather({a, c, b});
+  auto mixed = task->Gather({a, c, b}, CallShapes{});
   ASSERT_TRUE(mixed.ok()) << mixed.status();
   ASSERT_EQ(mixed->size(), 2u);
   EXPECT_EQ((*mixed)[0].members, (std::vector<size_t>{0, 2}));

@@ -203,9 +203,9 @@ TEST_F(ModelInstanceTest, ExplanationsRunAloneWithArgumentsComputedAfterPrepare)
 class LossyAssembly : public BatchAssembly {
  public:
   explicit LossyAssembly(const BatchAssembly* inner) : inner_(inner) {}
-  absl::StatusOr<std::vector<GatheredBatch>> Gather(
-      const std::vector<at::Tensor>& examples) const override {
-    auto batches = inner_->Gather(examples);
+  absl::StatusOr<std::vector<GatheredBatch>> Gather(const std::vector<at::Tensor>& examples,
+                                                    const CallShapes& shapes) const override {
+    auto batches = inner_->Gather(examples, shapes);
     if (batches.ok() && examples.size() > 1) batches->back().members.pop_back();
     return batches;
   }
@@ -230,6 +230,50 @@ TEST_F(ModelInstanceTest, AGatherThatLosesAnExampleFailsEveryJobOnceInsteadOfStr
   EXPECT_EQ(results.finished, 2);
   EXPECT_EQ(results.by_index[0].status().code(), absl::StatusCode::kInternal);
   EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInternal);
+}
+
+// Gathers like `inner` and records the shapes each gather was asked for.
+class ShapesRecordingAssembly : public BatchAssembly {
+ public:
+  explicit ShapesRecordingAssembly(const BatchAssembly* inner) : inner_(inner) {}
+  absl::StatusOr<std::vector<GatheredBatch>> Gather(const std::vector<at::Tensor>& examples,
+                                                    const CallShapes& shapes) const override {
+    asked.push_back(shapes.whole_length_buckets);
+    return inner_->Gather(examples, shapes);
+  }
+  absl::StatusOr<NamedTensors> Scatter(const NamedTensors& outputs, int64_t position,
+                                       const at::Tensor& example) const override {
+    return inner_->Scatter(outputs, position, example);
+  }
+  mutable std::vector<bool> asked;  // the worker's thread only, read after Execute
+
+ private:
+  const BatchAssembly* const inner_;
+};
+
+TEST_F(ModelInstanceTest, PredictionsAreGatheredWithTheInstancesShapesExplanationsAsTheyAre) {
+  ShapesRecordingAssembly recording(task_.get());
+  CallShapes whole;
+  whole.whole_length_buckets = true;
+  auto runner = std::make_unique<FakeRunner>();
+  runner->RejectExamplesAbove(5.0f);
+  ModelInstance instance(std::move(runner), &recording, &clock_, nullptr, nullptr, whole);
+  Results results(3);
+  std::vector<std::unique_ptr<Job>> group;
+  group.push_back(TensorJob::Filled(0, &results, 1.f));
+  group.push_back(TensorJob::Filled(1, &results, 2.f));  // sums to 8: refused, then retried alone
+  std::vector<int> layers_seen;
+  auto explained = TensorJob::Filled(2, &results, 1.f);
+  explained.get()->ExplainWith(1, nullptr, &layers_seen);
+  group.push_back(std::move(explained));
+  instance.Execute(std::move(group));
+  // The batch, each of its two examples alone, then the explanation.
+  EXPECT_EQ(recording.asked, (std::vector<bool>{true, true, true, false}));
+  EXPECT_EQ(layers_seen, (std::vector<int>{0}));
+  absl::MutexLock l(&results.mu);
+  EXPECT_TRUE(results.by_index[0].ok());
+  EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(results.by_index[2].ok());
 }
 
 TEST_F(ModelInstanceTest, AThrowingObserverDoesNotCostTheRequestsTheirAnswers) {

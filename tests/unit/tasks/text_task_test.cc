@@ -21,9 +21,12 @@
 #include "server/tasks/instance_warm_up.h"
 #include "server/tasks/task_registry.h"
 #include "server/tasks/text_batches.h"
+#include "tests/mocks/fake_runner.h"
 
 namespace gatescope {
 namespace {
+
+using testing::FakeRunner;
 
 std::string TinyModel() {
   std::ifstream in(std::string(GATESCOPE_SOURCE_DIR) + "/tests/data/tiny_sentencepiece.model",
@@ -281,7 +284,7 @@ TEST(SentencePieceSpecTest, ReadsTheSettingsThatDecideWordByWordEncoding) {
   for (const std::string& bad :
        {std::string("\x1A\x20\x0A\x04nfkc", 7), std::string("\x12\x02\xC0", 3),
         std::string("\x0F\x01", 2)}) {
-    EXPECT_FALSE(ReadSentencePieceSpec(bad, &spec)) << testing::PrintToString(bad);
+    EXPECT_FALSE(ReadSentencePieceSpec(bad, &spec)) << ::testing::PrintToString(bad);
   }
 }
 
@@ -336,13 +339,50 @@ TEST(TextBatchesTest, PadsEachLengthBucketToItsLongestWithAMask) {
   EXPECT_EQ(LengthBucket(256), 256);
 }
 
+TEST(TextBatchesTest, WholeBucketsPadEachCallToItsBucketsFullLengthWithinTheModels) {
+  const std::vector<at::Tensor> examples = {Ids({5, 6, 7}), Ids(std::vector<int64_t>(20, 9)),
+                                            Ids({8, 9, 10, 11, 12}),
+                                            Ids(std::vector<int64_t>(36, 4)),
+                                            Ids(std::vector<int64_t>(50, 3))};
+  // The model reads at most 40 pieces: the bucket of 33-64 pads to 40, and a longer
+  // example (not one a text task makes) keeps its own length rather than being cut.
+  auto batches = GatherTokenSequences(examples, 2, TextPadding::kWholeBuckets, 40);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0].members, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(batches[1].members, (std::vector<size_t>{1}));
+  EXPECT_EQ(batches[2].members, (std::vector<size_t>{3, 4}));
+  const at::Tensor& ids = batches[0].inputs[0];
+  const at::Tensor& mask = batches[0].inputs[1];
+  ASSERT_EQ(ids.sizes().vec(), (std::vector<int64_t>{2, 16}));
+  EXPECT_TRUE(ids[0].narrow(0, 0, 3).equal(Ids({5, 6, 7})));
+  EXPECT_TRUE(ids[0].narrow(0, 3, 13).eq(2).all().item<bool>());  // the pad id
+  EXPECT_TRUE(ids[1].narrow(0, 0, 5).equal(Ids({8, 9, 10, 11, 12})));
+  EXPECT_EQ(mask[0].sum().item<int64_t>(), 3);
+  EXPECT_EQ(mask[1].sum().item<int64_t>(), 5);
+  EXPECT_TRUE(mask[1].narrow(0, 0, 5).all().item<bool>());
+  EXPECT_EQ(batches[1].inputs[0].sizes().vec(), (std::vector<int64_t>{1, 32}));
+  EXPECT_EQ(batches[1].inputs[1].sum().item<int64_t>(), 20);
+  EXPECT_EQ(batches[2].inputs[0].sizes().vec(), (std::vector<int64_t>{2, 50}));
+  // Without a bound the bucket is padded whole.
+  auto unbounded = GatherTokenSequences({Ids({1, 2})}, 0, TextPadding::kWholeBuckets, 1 << 20);
+  EXPECT_EQ(unbounded[0].inputs[0].sizes().vec(), (std::vector<int64_t>{1, 16}));
+
+  EXPECT_EQ(WholeBucketLengths(64), (std::vector<int64_t>{16, 32, 64}));
+  EXPECT_EQ(WholeBucketLengths(40), (std::vector<int64_t>{16, 32, 40}));
+  EXPECT_EQ(WholeBucketLengths(16), (std::vector<int64_t>{16}));
+  EXPECT_EQ(WholeBucketLengths(8), (std::vector<int64_t>{8}));
+}
+
 constexpr char kTextModel[] = R"({"task":"text_classification","labels":["a","b"],
   "outputs":["logits","gate_mean"],"cls_token":true,"maps":["attention","gate"],"layers":2,
   "heads":2,"text":{"tokenizer":"sentencepiece","tokenizer_file":"tokenizer.model",
   "max_tokens":8,"overflow":"truncate","pad_id":0}})";
 
-std::unique_ptr<Task> TextTask() {
-  auto config = ParseModelConfig(kTextModel);
+std::unique_ptr<Task> TextTask(int max_tokens = 8) {
+  std::string json = kTextModel;
+  const std::string eight = "\"max_tokens\":8";
+  json.replace(json.find(eight), eight.size(), "\"max_tokens\":" + std::to_string(max_tokens));
+  auto config = ParseModelConfig(json);
   EXPECT_TRUE(config.ok()) << config.status();
   auto task = CreateTask(*config, TaskOptions(), [](const std::string& name)
                                                       -> absl::StatusOr<std::string> {
@@ -361,12 +401,65 @@ TEST(TextTaskTest, WarmsUpWithTheLongestTextItReadsAllPadIds) {
   EXPECT_EQ(example->scalar_type(), at::kLong);
   EXPECT_TRUE(example->eq(0).all().item<bool>());  // pad_id
   // Gathered as requests are: token ids and a mask that reads every piece.
-  auto batches = task->Gather({*example, *example});
+  auto batches = task->Gather({*example, *example}, CallShapes{});
   ASSERT_TRUE(batches.ok());
   ASSERT_EQ(batches->size(), 1u);
   ASSERT_EQ((*batches)[0].inputs.size(), 2u);
   EXPECT_EQ((*batches)[0].inputs[0].sizes().vec(), (std::vector<int64_t>{2, 8}));
   EXPECT_EQ((*batches)[0].inputs[1].sum().item<int64_t>(), 16);
+}
+
+TEST(TextTaskTest, AnInstanceThatRecordsGraphsGetsCallsOfWholeLengthBuckets) {
+  auto task = TextTask(40);
+  InstanceSpec gpu;
+  gpu.kind = InstanceSpec::Kind::kGpu;
+  gpu.cuda_graphs = true;
+  gpu.max_batch_size = 2;
+  const CallShapes whole = CallShapesFor(gpu);
+  EXPECT_TRUE(whole.whole_length_buckets);
+  EXPECT_FALSE(CallShapesFor(InstanceSpec{}).whole_length_buckets);  // a CPU instance
+  gpu.cuda_graphs = false;
+  EXPECT_FALSE(CallShapesFor(gpu).whole_length_buckets);
+
+  const std::vector<at::Tensor> texts = {Ids({5, 6, 7}), Ids(std::vector<int64_t>(20, 9))};
+  auto as_requests = task->Gather(texts, CallShapes{});
+  ASSERT_TRUE(as_requests.ok());
+  EXPECT_EQ((*as_requests)[0].inputs[0].sizes().vec(), (std::vector<int64_t>{1, 3}));
+  auto bucketed = task->Gather(texts, whole);
+  ASSERT_TRUE(bucketed.ok());
+  ASSERT_EQ(bucketed->size(), 2u);
+  EXPECT_EQ((*bucketed)[0].inputs[0].sizes().vec(), (std::vector<int64_t>{1, 16}));
+  EXPECT_EQ((*bucketed)[1].inputs[0].sizes().vec(), (std::vector<int64_t>{1, 32}));
+  EXPECT_EQ((*bucketed)[0].inputs[1].sum().item<int64_t>(), 3);
+
+  EXPECT_TRUE(task->PaddedLengths(CallShapes{}).empty());
+  ASSERT_EQ(task->PaddedLengths(whole), (std::vector<int64_t>{16, 32, 40}));
+
+  // Warm-up records every length bucket at every batch bucket, on pad ids.
+  FakeRunner runner;
+  gpu.cuda_graphs = true;
+  const auto calls = WarmUpCalls(gpu, {}, task->PaddedLengths(whole));
+  ASSERT_TRUE(WarmUp(runner, *task, calls, whole).ok());
+  std::vector<std::vector<int64_t>> expected;
+  for (int64_t length : {16, 32, 40}) {
+    for (int64_t batch : {1, 2}) {
+      for (int i = 0; i < 3; ++i) expected.push_back({batch, length});
+    }
+  }
+  EXPECT_EQ(runner.input_shapes(), expected);
+  for (double sum : runner.input_sums()) EXPECT_EQ(sum, 0.0);  // pad id 0
+
+  // A sample's text is repeated from its start to each length (cut where longer).
+  FakeRunner sampled;
+  const std::vector<WarmUpCall> text_calls =
+      WarmUpCalls(gpu, {{1, 1, Ids({1, 2, 3})}}, task->PaddedLengths(whole));
+  ASSERT_TRUE(WarmUp(sampled, *task, text_calls, whole).ok());
+  const std::vector<double> sums = sampled.input_sums();
+  ASSERT_EQ(sums.size(), 1u + 18u);
+  EXPECT_EQ(sums[0], 6.0);   // the sample's own call: 1 + 2 + 3
+  EXPECT_EQ(sums[1], 31.0);  // length 16: five times 1, 2, 3, then 1
+  EXPECT_EQ(sums[7], 63.0);  // length 32: ten times, then 1, 2
+  EXPECT_EQ(sums[13], 79.0);  // length 40: thirteen times, then 1
 }
 
 // A model_warmup sample "t" of `batch` texts for the text model's input, its data unset.
