@@ -26,7 +26,10 @@
 3. CUDA graphs: a setup whose flags include --cuda_graphs reports, per model, how many
    graphs its server recorded (or why recording was turned off) and, after the overhead
    runs, checks its answers (by then mostly replays of recorded graphs) against the CPU
-   server's from step 1.
+   server's from step 1. The models --graph-answers names (default the text model
+   dgt_wordnet, whose calls such a server pads to whole length buckets) get the answers
+   check too, without overhead runs, with the graphs their warm-up recorded and those their
+   requests recorded counted apart.
 4. The request path's ceiling: --floor names a stand-in whose forward is one small matrix
    product (scripts/gpu/prepare_carry.sh writes floor_fmnist). Each setup serves it after the
    --perf models, unbatched at concurrency 4 and dynamic at --concurrency: with a forward
@@ -241,6 +244,27 @@ def check_graph_answers(model, client, inputs_dir):
         errs = compare(cpu_together, together)
     add_worst(errs, cpu_alone, ask_alone(client, model, input_name, items))
     return {"ok": within_tolerance(errs, cpu_alone), "errors": errs}
+
+
+def graph_answers_only(model, server, setup, inputs_dir):
+    """check_graph_answers for a model without overhead runs, on a --cuda_graphs server:
+    the graphs its warm-up recorded, those the check's own requests recorded (none when
+    warm-up covered every shape its calls take), and the answers against the CPU server's."""
+    row = {"model": model, "setup": setup}
+    if model not in _CPU_ANSWERS:
+        row["error"] = "no CPU answers to compare with (step 1 did not run for it)"
+        return row
+    since = len(server.log())
+    try:
+        row["graph_answers"] = check_graph_answers(
+            model, Client(f"http://127.0.0.1:{server.http_port}", timeout=120), inputs_dir)
+    except Exception as e:
+        row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    log = server.log()
+    row["cuda_graphs"] = graph_report(log, model, since)
+    row["recorded_on_requests"] = sum("recorded a CUDA graph" in line
+                                      for line in _graph_lines(log[since:]))
+    return row
 
 
 def timed(call, seconds, idle_s=0.0):
@@ -493,6 +517,19 @@ def markdown(report):
                 lines.append(f"| {r['model']} | {r['setup']} | in-process, CUDA graphs: " + ", ".join(
                     f"{b}: {v[0]:.0f}/s {v[1]:.2f} ms (max diff {v[2]:.1e})" if isinstance(v, tuple)
                     else f"{b}: {v}" for b, v in graphs.items()) + " | | | | | | | | | |")
+    if report.get("graph_answers"):
+        lines += ["", "| model | setup | CUDA graphs: at load / on requests | why off | "
+                  "answers vs CPU (worst) |", "|---|---|---|---|---|"]
+        for r in report["graph_answers"]:
+            g = r.get("cuda_graphs", {"recorded": 0, "off": []})
+            answers = r.get("graph_answers")
+            said = (r["error"] if "error" in r else
+                    f"{'ok' if answers['ok'] else 'DIFFER'} "
+                    f"({max(answers['errors'].values(), default=0.0):.1e})")
+            on_requests = r.get("recorded_on_requests", 0)
+            off = " ".join(g["off"][0].split()) if g["off"] else "-"
+            lines.append(f"| {r['model']} | {r['setup']} | {g['recorded'] - on_requests} / "
+                         f"{on_requests} | {off} | {' '.join(said.split())} |")
     lines += ceilings(report)
     return "\n".join(lines) + "\n"
 
@@ -529,6 +566,9 @@ def main():
                     help="a GPU server for the overhead runs, started with these flags "
                          "(separated by ;) and the server's defaults otherwise; repeatable; "
                          "default one, 'default='")
+    ap.add_argument("--graph-answers", default="dgt_wordnet",
+                    help="models beyond --perf whose answers a --cuda_graphs setup checks "
+                         "against the CPU server's (comma-separated; empty: none)")
     ap.add_argument("--no-answers", action="store_true", help="only the overhead runs")
     args = ap.parse_args()
     # The stage's time limit ends this script with SIGTERM: unwind, so that what was
@@ -543,7 +583,10 @@ def main():
     perf_models = [m for m in args.perf.split(",") if (args.models / m).exists()]
     if args.floor and (args.models / args.floor).exists() and args.floor not in perf_models:
         perf_models.append(args.floor)  # last: the models' own runs come first
-    report = {"answers": [], "overhead": [], "setups": dict(setups), "floor": args.floor,
+    graph_only = [m for m in filter(None, args.graph_answers.split(","))
+                  if (args.models / m).exists() and m not in perf_models]
+    report = {"answers": [], "overhead": [], "graph_answers": [], "setups": dict(setups),
+              "floor": args.floor,
               "server_cpus": args.server_cpus, "client_cpus": args.client_cpus}
     servers = {}
     try:
@@ -598,6 +641,10 @@ def main():
                     report["overhead"].append({"model": model, "setup": name,
                                                "error": f"{type(e).__name__}: {str(e)[:300]}"})
                 print(report["overhead"][-1], flush=True)
+            for model in graph_only if graphs else ():
+                report["graph_answers"].append(
+                    graph_answers_only(model, servers[name], name, args.inputs))
+                print(report["graph_answers"][-1], flush=True)
             stop(servers, name, report)
     finally:
         # Written before and after the servers stop: a stop that outlives the stage's limit
@@ -611,7 +658,7 @@ def main():
     print(markdown(report))
     answered = args.no_answers or (report["answers"] and all(r["ok"] for r in report["answers"]))
     measured = not any("error" in r or not r.get("graph_answers", {"ok": True})["ok"]
-                       for r in report["overhead"])
+                       for r in report["overhead"] + report["graph_answers"])
     return 0 if answered and measured else 1
 
 

@@ -171,25 +171,33 @@ def test_ceilings_set_the_stand_ins_rates_beside_each_models_goal():
 def test_a_cuda_graphs_setup_reports_recordings_and_checks_its_answers(tmp_path):
     """A dry run on CPU instances, which never record graphs: the setup's rows say so, and
     its answers after the overhead runs equal the CPU server's (two inputs: a batch call
-    within --max-batch)."""
+    within --max-batch); the text model --graph-answers names gets the answers check alone."""
     inputs = tmp_path / "inputs"
     subprocess.run(["/usr/bin/python3", str(REPO / "models/tools/write_fashion_mnist_png.py"),
                     "--out", str(inputs / "fmnist"), "--count", "2"], check=True,
                    capture_output=True, timeout=120)
+    (inputs / "texts").mkdir()
+    for i, text in enumerate(["a small domesticated feline", "a tree " * 12]):
+        (inputs / "texts" / f"{i}.txt").write_text(text, encoding="utf-8")
     report = tmp_path / "serve.json"
     done = subprocess.run(
         [sys.executable, str(TOOL), "--build", str(BUILD), "--inputs", str(inputs),
-         "--models", str(models_dir(tmp_path, "vit_fmnist")), "--json", str(report),
+         "--models", str(models_dir(tmp_path, "vit_fmnist", "dgt_wordnet")), "--json", str(report),
          "--second-kind", "KIND_CPU", "--perf", "vit_fmnist", "--max-batch", "2",
-         "--setup", "graphs=--torch_threads=1;--cuda_graphs"],
+         "--graph-answers", "dgt_wordnet", "--setup", "graphs=--torch_threads=1;--cuda_graphs"],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "GATESCOPE_OPS_LIB": str(BUILD / "models/ops/libgatescope_ops.so")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (row,) = json.loads(report.read_text())["overhead"]
     assert row["setup"] == "graphs" and row["cuda_graphs"] == {"recorded": 0, "off": []}
     assert row["graph_answers"]["ok"] and max(row["graph_answers"]["errors"].values()) <= 1e-5
+    (text,) = json.loads(report.read_text())["graph_answers"]
+    assert text["model"] == "dgt_wordnet" and text["setup"] == "graphs"
+    assert text["cuda_graphs"] == {"recorded": 0, "off": []} and text["recorded_on_requests"] == 0
+    assert text["graph_answers"]["ok"] and max(text["graph_answers"]["errors"].values()) <= 1e-5
     table = report.with_suffix(".md").read_text()
     assert "| vit_fmnist | graphs | server CUDA graphs: 0 graphs recorded; answers vs CPU ok" in table
+    assert "| dgt_wordnet | graphs | 0 / 0 | - | ok (" in table
 
 
 def test_cpu_against_cpu_run_finds_equal_answers(tmp_path):
