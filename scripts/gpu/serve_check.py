@@ -521,15 +521,16 @@ def markdown(report):
         lines += ["", "| model | setup | CUDA graphs: at load / on requests | why off | "
                   "answers vs CPU (worst) |", "|---|---|---|---|---|"]
         for r in report["graph_answers"]:
-            g = r.get("cuda_graphs", {"recorded": 0, "off": []})
+            g = r.get("cuda_graphs")
             answers = r.get("graph_answers")
             said = (r["error"] if "error" in r else
                     f"{'ok' if answers['ok'] else 'DIFFER'} "
                     f"({max(answers['errors'].values(), default=0.0):.1e})")
             on_requests = r.get("recorded_on_requests", 0)
-            off = " ".join(g["off"][0].split()) if g["off"] else "-"
-            lines.append(f"| {r['model']} | {r['setup']} | {g['recorded'] - on_requests} / "
-                         f"{on_requests} | {off} | {' '.join(said.split())} |")
+            counts = "-" if g is None else f"{g['recorded'] - on_requests} / {on_requests}"
+            off = " ".join(g["off"][0].split()) if g and g["off"] else "-"
+            lines.append(f"| {r['model']} | {r['setup']} | {counts} | {off} | "
+                         f"{' '.join(said.split())} |")
     lines += ceilings(report)
     return "\n".join(lines) + "\n"
 
@@ -583,8 +584,10 @@ def main():
     perf_models = [m for m in args.perf.split(",") if (args.models / m).exists()]
     if args.floor and (args.models / args.floor).exists() and args.floor not in perf_models:
         perf_models.append(args.floor)  # last: the models' own runs come first
-    graph_only = [m for m in filter(None, args.graph_answers.split(","))
-                  if (args.models / m).exists() and m not in perf_models]
+    # Checked against step 1's CPU answers, so not with --no-answers.
+    graph_only = [] if args.no_answers else [
+        m for m in filter(None, args.graph_answers.split(","))
+        if (args.models / m).exists() and m not in perf_models]
     report = {"answers": [], "overhead": [], "graph_answers": [], "setups": dict(setups),
               "floor": args.floor,
               "server_cpus": args.server_cpus, "client_cpus": args.client_cpus}

@@ -16,6 +16,7 @@
 #include "server/config/model_config.h"
 #include "server/repository/monitoring_reference.h"
 #include "server/repository/repository_names.h"
+#include "server/runtime/cuda_graph_policy.h"
 #include "server/tasks/task_registry.h"
 
 namespace gatescope {
@@ -172,10 +173,16 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
                           absl::StrCat("instance ", spec.name, " on ", DeviceName(spec), ": ",
                                        runner.status().message()));
     }
-    const CallShapes shapes = CallShapesFor(spec);
+    // What the instance does, not what was asked: a server built without CUDA graphs, or
+    // a device that refused them, records none, and its calls are neither bucketed for
+    // graphs nor warmed up for them.
+    InstanceSpec running = spec;
+    running.cuda_graphs = (*runner)->RecordsCudaGraphs();
+    const CallShapes shapes = CallShapesFor(**runner);
+    const std::vector<int64_t> lengths = model.task->PaddedLengths(shapes);
+    WarnOfGraphsBeyondTheLimit(model, running, lengths.size());
     if (options_.defaults.warm_up) {
-      WarmUpInstance(model, WarmUpCalls(spec, sample_calls, model.task->PaddedLengths(shapes)),
-                     spec, **runner);
+      WarmUpInstance(model, WarmUpCalls(running, sample_calls, lengths), running, **runner);
     }
     model.instances.push_back(std::make_unique<ModelInstance>(
         *std::move(runner), model.task.get(), deps_.clock, model.observer.get(),
@@ -188,6 +195,21 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
   return absl::OkStatus();
 }
 
+void ModelRepository::WarnOfGraphsBeyondTheLimit(const ServedModel& model,
+                                                 const InstanceSpec& spec, size_t lengths) const {
+  if (!spec.cuda_graphs) return;
+  const size_t shapes = std::max<size_t>(1, lengths) *
+                        CudaGraphPolicy::Buckets(spec.max_batch_size).size();
+  const size_t kept = static_cast<size_t>(CudaGraphPolicy::Limits{}.max_graphs);
+  if (shapes <= kept) return;
+  GS_LOG(WARNING) << model.name << " version " << model.version << " " << spec.name << ": "
+                  << shapes << " input shapes (" << std::max<size_t>(1, lengths)
+                  << " lengths x batch buckets up to " << spec.max_batch_size
+                  << ") but an instance keeps " << kept
+                  << " CUDA graphs; the shapes recorded last (the longest lengths) run "
+                     "eagerly. A smaller max_batch_size or max_tokens fits them all";
+}
+
 void ModelRepository::WarmUpInstance(const ServedModel& model,
                                      const std::vector<WarmUpCall>& calls,
                                      const InstanceSpec& spec, ModelRunner& runner) const {
@@ -197,7 +219,7 @@ void ModelRepository::WarmUpInstance(const ServedModel& model,
     // As the instance's worker will run them: on the forward CPUs, under the policy the
     // process started with (thread pools the first forwards start inherit it).
     const ForwardPassScheduling forwards;
-    warmed = WarmUp(runner, *model.task, calls, CallShapesFor(spec));
+    warmed = WarmUp(runner, *model.task, calls, CallShapesFor(runner));
   }
   const std::string who = absl::StrCat(model.name, " version ", model.version, " ", spec.name);
   if (!warmed.ok()) {

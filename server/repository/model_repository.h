@@ -139,6 +139,11 @@ class ModelRepository {
   // the instance joins its model; a failure is logged and the instance serves anyway.
   void WarmUpInstance(const ServedModel& model, const std::vector<WarmUpCall>& calls,
                       const InstanceSpec& spec, ModelRunner& runner) const;
+  // Logs a warning when an instance that records CUDA graphs (`spec` as it runs) would
+  // take more input shapes (`lengths` padded lengths, or one size, times its batch
+  // buckets) than CudaGraphPolicy keeps graphs for.
+  void WarnOfGraphsBeyondTheLimit(const ServedModel& model, const InstanceSpec& spec,
+                                  size_t lengths) const;
   absl::Status LoadModelLocked(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);
   absl::Status UnloadModelLocked(const std::string& name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(control_mu_);

@@ -50,6 +50,10 @@ class Device {
   virtual c10::IValue Run(const ModelInputs& inputs, const Forward& forward) {
     return forward(CopyIn(inputs));
   }
+  // Whether Run may record and replay CUDA graphs (a GPU instance with cuda_graphs whose
+  // server was built with them). Fixed once the device is open; a recording that fails
+  // later turns replay off for new shapes but leaves this as it was.
+  virtual bool records_cuda_graphs() const { return false; }
 };
 
 // The device `spec` names. The CPU always opens; a GPU only with a CUDA LibTorch and that

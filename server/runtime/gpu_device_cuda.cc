@@ -52,6 +52,8 @@ class GpuDevice final : public Device {
 
   std::unique_ptr<DeviceScope> Enter() override { return std::make_unique<StreamScope>(stream_); }
 
+  bool records_cuda_graphs() const override { return graphs_ != nullptr; }
+
   ModelInputs CopyIn(const ModelInputs& inputs) override {
     ModelInputs out;
     out.reserve(inputs.size());

@@ -27,6 +27,10 @@ class ModelRunner {
   // Runs forward(inputs...) and returns its named outputs.
   virtual absl::StatusOr<NamedTensors> Predict(const ModelInputs& inputs) = 0;
 
+  // Whether Predict may replay CUDA graphs recorded per input shape (Device::
+  // records_cuda_graphs), so that calls of few distinct shapes pay off. Any thread.
+  virtual bool RecordsCudaGraphs() const { return false; }
+
   // Runs the model's explanation pass one layer at a time: for each layer 0..layers-1,
   // calls visit(layer, maps) with that layer's maps keyed by kind (e.g. "attention"
   // [B,H,N,N], "gate" [B,H,N]) before computing the next layer, so at most one layer's

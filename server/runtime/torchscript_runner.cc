@@ -90,6 +90,8 @@ int64_t BatchOf(const ModelInputs& inputs) {
 
 }  // namespace
 
+bool TorchScriptRunner::RecordsCudaGraphs() const { return impl_->device->records_cuda_graphs(); }
+
 absl::StatusOr<NamedTensors> TorchScriptRunner::Predict(const ModelInputs& inputs) {
   return Caught("model", [&]() -> absl::StatusOr<NamedTensors> {
     c10::InferenceMode mode;

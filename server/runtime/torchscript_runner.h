@@ -25,6 +25,7 @@ class TorchScriptRunner final : public ModelRunner {
 
   // Both run under torch::InferenceMode inside the device's scope; see ModelRunner.
   absl::StatusOr<NamedTensors> Predict(const ModelInputs& inputs) override;
+  bool RecordsCudaGraphs() const override;
   // Calls the exported explain_begin(inputs...) (or explain_begin(inputs..., args:
   // List[float]) when `args` is not empty) -> state, explain_layer(state, l) -> (state,
   // Dict[str, Tensor]) for each layer, and explain_end(state) -> Dict[str, Tensor]; the

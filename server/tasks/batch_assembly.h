@@ -10,7 +10,6 @@
 #include <ATen/core/Tensor.h>
 
 #include "absl/status/statusor.h"
-#include "server/config/instance_spec.h"
 #include "server/runtime/named_tensors.h"
 
 namespace gatescope {
@@ -27,17 +26,10 @@ struct CallShapes {
   // Pad variable-length inputs to the full length of their length bucket (text: 16, 32,
   // 64, ... pieces, at most the longest the model reads), not to the call's longest
   // example, so that calls repeat a few input shapes: a GPU instance that records a CUDA
-  // graph per input shape (InstanceSpec::cuda_graphs) then replays a few graphs instead of
-  // recording one for every length requests bring.
+  // graph per input shape (ModelRunner::RecordsCudaGraphs) then replays a few graphs
+  // instead of recording one for every length requests bring.
   bool whole_length_buckets = false;
 };
-
-// The shapes an instance of `spec` wants: whole length buckets when it records CUDA graphs.
-inline CallShapes CallShapesFor(const InstanceSpec& spec) {
-  CallShapes shapes;
-  shapes.whole_length_buckets = spec.kind == InstanceSpec::Kind::kGpu && spec.cuda_graphs;
-  return shapes;
-}
 
 // Row `position` of every output (the batch dim removed): the scatter of tasks whose
 // outputs lead with the batch dimension.

@@ -17,6 +17,14 @@
 
 namespace gatescope {
 
+// The shapes an instance on `runner` wants: whole length buckets when it records CUDA
+// graphs.
+inline CallShapes CallShapesFor(const ModelRunner& runner) {
+  CallShapes shapes;
+  shapes.whole_length_buckets = runner.RecordsCudaGraphs();
+  return shapes;
+}
+
 class ModelInstance final : public Executor {
  public:
   // Owns `runner`. `assembly` (the model's task), `clock` and `observer` (may be null) are

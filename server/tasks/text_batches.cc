@@ -36,7 +36,8 @@ std::vector<GatheredBatch> GatherTokenSequences(const std::vector<at::Tensor>& e
     int64_t longest = 0;
     for (size_t i : batch.members) longest = std::max(longest, examples[i].size(0));
     if (padding == TextPadding::kWholeBuckets) {
-      longest = std::max(longest, std::min(LengthBucket(longest), max_length));
+      const int64_t bucket = LengthBucket(longest);
+      longest = std::max(longest, max_length > 0 ? std::min(bucket, max_length) : bucket);
     }
     const int64_t rows = static_cast<int64_t>(batch.members.size());
     at::Tensor ids = at::full({rows, longest}, pad_id, at::kLong);

@@ -33,8 +33,8 @@ int64_t LengthBucket(int64_t length);
 std::vector<int64_t> WholeBucketLengths(int64_t max_length);
 
 // `examples`: INT64 [T_i] piece ids (T_i >= 1). Calls in order of their first member;
-// members in order of arrival. `max_length` (the longest text the model reads) bounds
-// kWholeBuckets' padding; the other paddings ignore it.
+// members in order of arrival. `max_length` (the longest text the model reads; 0: no
+// bound) bounds kWholeBuckets' padding; the other paddings ignore it.
 std::vector<GatheredBatch> GatherTokenSequences(const std::vector<at::Tensor>& examples,
                                                 int64_t pad_id, TextPadding padding,
                                                 int64_t max_length = 0);

@@ -41,6 +41,12 @@ class FakeLoader : public ModelLoader {
     absl::MutexLock l(&mu_);
     return runners_;
   }
+  // GPU instances with cuda_graphs made from now on record graphs (the default), or, as
+  // in a server built without them, do not.
+  void SetGraphsAvailable(bool available) {
+    absl::MutexLock l(&mu_);
+    graphs_available_ = available;
+  }
   // Runners made from now on fail every call with `st` (OK: they answer).
   void FailNewRunnersWith(absl::Status st) {
     absl::MutexLock l(&mu_);
@@ -83,6 +89,8 @@ class FakeLoader : public ModelLoader {
     ++loads_;
     auto runner = std::make_unique<FakeRunner>(3);
     runner->FailWith(fail_new_);
+    runner->SetRecordsCudaGraphs(spec.kind == InstanceSpec::Kind::kGpu && spec.cuda_graphs &&
+                                 graphs_available_);
     runners_.push_back(runner.get());
     return std::unique_ptr<ModelRunner>(std::move(runner));
   }
@@ -95,6 +103,7 @@ class FakeLoader : public ModelLoader {
   mutable absl::Mutex mu_;
   std::set<std::string> ops_ ABSL_GUARDED_BY(mu_) = {"gatescope"};
   int gpus_ ABSL_GUARDED_BY(mu_) = 0;
+  bool graphs_available_ ABSL_GUARDED_BY(mu_) = true;
   mutable int loads_ ABSL_GUARDED_BY(mu_) = 0;
   mutable std::vector<FakeRunner*> runners_ ABSL_GUARDED_BY(mu_);
   absl::Status fail_new_ ABSL_GUARDED_BY(mu_);

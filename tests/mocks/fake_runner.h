@@ -48,6 +48,10 @@ class FakeRunner : public ModelRunner {
     return Predict(inputs);
   }
 
+  bool RecordsCudaGraphs() const override { return records_cuda_graphs_; }
+  // As a GPU device with CUDA graphs says (before the runner is shared).
+  void SetRecordsCudaGraphs(bool records) { records_cuda_graphs_ = records; }
+
   void Hold() { absl::MutexLock l(&mu_); open_ = false; }
   void Release() { absl::MutexLock l(&mu_); open_ = true; }
   void FailWith(absl::Status s) { absl::MutexLock l(&mu_); fail_with_ = std::move(s); }
@@ -69,6 +73,7 @@ class FakeRunner : public ModelRunner {
 
  private:
   const int classes_;
+  bool records_cuda_graphs_ = false;
   absl::Mutex mu_;
   bool open_ ABSL_GUARDED_BY(mu_) = true;
   int entered_ ABSL_GUARDED_BY(mu_) = 0;

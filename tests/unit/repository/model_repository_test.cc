@@ -517,6 +517,35 @@ TEST_F(ModelRepositoryTest, TextInstancesThatRecordGraphsWarmUpEveryLengthBucket
   EXPECT_EQ(runners[0]->input_shapes(), graphed);
   // The CPU instance profiles the longest text, unpadded beyond it.
   EXPECT_EQ(runners[1]->input_shapes(), (std::vector<std::vector<int64_t>>(2, {1, 40})));
+
+  // More shapes than an instance keeps graphs for (6 lengths up to 512 x 7 batch buckets
+  // up to 64) load with a warning that says so.
+  AddVersion("long", "1", R"({"name":"long","task":"text_classification","labels":["a","b"],
+    "outputs":["logits"],"text":{"tokenizer":"sentencepiece",
+    "tokenizer_file":"tokenizer.model","max_tokens":512,"overflow":"truncate","pad_id":0}})");
+  std::ofstream(root_ / "long" / "config.pbtxt")
+      << "max_batch_size: 64 instance_group { kind: KIND_GPU }"
+         " optimization { cuda { graphs: true } }";
+  ::testing::internal::CaptureStderr();
+  const absl::Status long_loaded = (*repo)->LoadModel("long");
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(long_loaded.ok()) << long_loaded;
+  EXPECT_NE(said.find("42 input shapes (6 lengths x batch buckets up to 64) but an instance "
+                      "keeps 32 CUDA graphs"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(t->instances.size(), 2u);  // the first model is as it was
+  ::testing::internal::CaptureStderr();
+  ASSERT_TRUE((*repo)->LoadModel("t").ok());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("CUDA graphs;"), std::string::npos);
+
+  // A server built without CUDA graphs: the GPU instance warms up as a CPU one does.
+  loader_.SetGraphsAvailable(false);
+  const size_t before = loader_.runners().size();
+  ASSERT_TRUE((*repo)->LoadModel("t").ok());
+  const std::vector<testing::FakeRunner*> reloaded = loader_.runners();
+  ASSERT_EQ(reloaded.size(), before + 2);
+  EXPECT_EQ(reloaded[before]->input_shapes(), (std::vector<std::vector<int64_t>>(2, {1, 40})));
 }
 
 // The load error of `name`'s default entry (OK if it serves).

@@ -19,6 +19,7 @@
 #include "server/preprocess/text_tokenizer.h"
 #include "server/preprocess/utf8.h"
 #include "server/tasks/instance_warm_up.h"
+#include "server/tasks/model_instance.h"
 #include "server/tasks/task_registry.h"
 #include "server/tasks/text_batches.h"
 #include "tests/mocks/fake_runner.h"
@@ -363,9 +364,10 @@ TEST(TextBatchesTest, WholeBucketsPadEachCallToItsBucketsFullLengthWithinTheMode
   EXPECT_EQ(batches[1].inputs[0].sizes().vec(), (std::vector<int64_t>{1, 32}));
   EXPECT_EQ(batches[1].inputs[1].sum().item<int64_t>(), 20);
   EXPECT_EQ(batches[2].inputs[0].sizes().vec(), (std::vector<int64_t>{2, 50}));
-  // Without a bound the bucket is padded whole.
-  auto unbounded = GatherTokenSequences({Ids({1, 2})}, 0, TextPadding::kWholeBuckets, 1 << 20);
-  EXPECT_EQ(unbounded[0].inputs[0].sizes().vec(), (std::vector<int64_t>{1, 16}));
+  // Without a bound (0) the bucket is padded whole.
+  auto unbounded = GatherTokenSequences({Ids(std::vector<int64_t>(20, 1))}, 0,
+                                        TextPadding::kWholeBuckets, 0);
+  EXPECT_EQ(unbounded[0].inputs[0].sizes().vec(), (std::vector<int64_t>{1, 32}));
 
   EXPECT_EQ(WholeBucketLengths(64), (std::vector<int64_t>{16, 32, 64}));
   EXPECT_EQ(WholeBucketLengths(40), (std::vector<int64_t>{16, 32, 40}));
@@ -411,15 +413,15 @@ TEST(TextTaskTest, WarmsUpWithTheLongestTextItReadsAllPadIds) {
 
 TEST(TextTaskTest, AnInstanceThatRecordsGraphsGetsCallsOfWholeLengthBuckets) {
   auto task = TextTask(40);
+  FakeRunner graphs;
+  graphs.SetRecordsCudaGraphs(true);
+  const CallShapes whole = CallShapesFor(graphs);
+  EXPECT_TRUE(whole.whole_length_buckets);
+  EXPECT_FALSE(CallShapesFor(FakeRunner()).whole_length_buckets);
   InstanceSpec gpu;
   gpu.kind = InstanceSpec::Kind::kGpu;
   gpu.cuda_graphs = true;
   gpu.max_batch_size = 2;
-  const CallShapes whole = CallShapesFor(gpu);
-  EXPECT_TRUE(whole.whole_length_buckets);
-  EXPECT_FALSE(CallShapesFor(InstanceSpec{}).whole_length_buckets);  // a CPU instance
-  gpu.cuda_graphs = false;
-  EXPECT_FALSE(CallShapesFor(gpu).whole_length_buckets);
 
   const std::vector<at::Tensor> texts = {Ids({5, 6, 7}), Ids(std::vector<int64_t>(20, 9))};
   auto as_requests = task->Gather(texts, CallShapes{});
@@ -437,7 +439,6 @@ TEST(TextTaskTest, AnInstanceThatRecordsGraphsGetsCallsOfWholeLengthBuckets) {
 
   // Warm-up records every length bucket at every batch bucket, on pad ids.
   FakeRunner runner;
-  gpu.cuda_graphs = true;
   const auto calls = WarmUpCalls(gpu, {}, task->PaddedLengths(whole));
   ASSERT_TRUE(WarmUp(runner, *task, calls, whole).ok());
   std::vector<std::vector<int64_t>> expected;
