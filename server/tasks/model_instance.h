@@ -33,8 +33,7 @@ class ModelInstance final : public Executor {
   // finished there, not on the worker: their replies (postprocessing, serialisation, the
   // send) leave the forward's CPU when the pool's threads run elsewhere (--forward_cpus).
   // A refused hand-off (the pool full or stopping) finishes on the worker. Predictions
-  // are gathered with `shapes` (CallShapesFor the runner's instance), explanations as
-  // they are.
+  // are gathered with `shapes` (CallShapesFor(*runner)), explanations as they are.
   ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAssembly* assembly,
                 const Clock* clock, ExecutionObserver* observer,
                 PreparationPool* replies = nullptr, CallShapes shapes = {});
