@@ -15,7 +15,9 @@ int64_t LengthBucket(int64_t length) {
 
 std::vector<int64_t> WholeBucketLengths(int64_t max_length) {
   std::vector<int64_t> lengths;
-  for (int64_t bucket = 16; bucket < max_length; bucket *= 2) lengths.push_back(bucket);
+  for (int64_t bucket = LengthBucket(1); bucket < max_length; bucket = LengthBucket(bucket + 1)) {
+    lengths.push_back(bucket);
+  }
   lengths.push_back(std::max<int64_t>(1, max_length));
   return lengths;
 }
