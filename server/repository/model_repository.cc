@@ -182,7 +182,8 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
     const std::vector<int64_t> lengths = model.task->PaddedLengths(shapes);
     WarnOfGraphsBeyondTheLimit(model, running, lengths.size());
     if (options_.defaults.warm_up) {
-      WarmUpInstance(model, WarmUpCalls(running, sample_calls, lengths), running, **runner);
+      WarmUpInstance(model, WarmUpCalls(running, sample_calls, lengths), running, shapes,
+                     **runner);
     }
     model.instances.push_back(std::make_unique<ModelInstance>(
         *std::move(runner), model.task.get(), deps_.clock, model.observer.get(),
@@ -212,14 +213,15 @@ void ModelRepository::WarnOfGraphsBeyondTheLimit(const ServedModel& model,
 
 void ModelRepository::WarmUpInstance(const ServedModel& model,
                                      const std::vector<WarmUpCall>& calls,
-                                     const InstanceSpec& spec, ModelRunner& runner) const {
+                                     const InstanceSpec& spec, const CallShapes& shapes,
+                                     ModelRunner& runner) const {
   const absl::Time start = absl::Now();
   absl::Status warmed;
   {
     // As the instance's worker will run them: on the forward CPUs, under the policy the
     // process started with (thread pools the first forwards start inherit it).
     const ForwardPassScheduling forwards;
-    warmed = WarmUp(runner, *model.task, calls, CallShapesFor(runner));
+    warmed = WarmUp(runner, *model.task, calls, shapes);
   }
   const std::string who = absl::StrCat(model.name, " version ", model.version, " ", spec.name);
   if (!warmed.ok()) {

@@ -135,10 +135,12 @@ class ModelRepository {
   // `sample_calls`: the model's model_warmup calls (SampleWarmUpCalls), made once.
   absl::Status InitInstances(ServedModel& model, const std::string& path,
                              const std::vector<WarmUpCall>& sample_calls) const;
-  // Runs the instance's warm-up `calls` (instance_warm_up.h) on the loading thread, before
-  // the instance joins its model; a failure is logged and the instance serves anyway.
+  // Runs the instance's warm-up `calls` (instance_warm_up.h) on the loading thread, gathered
+  // with the instance's `shapes`, before the instance joins its model; a failure is logged
+  // and the instance serves anyway.
   void WarmUpInstance(const ServedModel& model, const std::vector<WarmUpCall>& calls,
-                      const InstanceSpec& spec, ModelRunner& runner) const;
+                      const InstanceSpec& spec, const CallShapes& shapes,
+                      ModelRunner& runner) const;
   // Logs a warning when an instance that records CUDA graphs (`spec` as it runs) would
   // take more input shapes (`lengths` padded lengths, or one size, times its batch
   // buckets) than CudaGraphPolicy keeps graphs for.
