@@ -17,7 +17,7 @@
 # 2 the check could not run (no CUDA or generated headers, packages not fetched or unpacked,
 # a package without the headers checked for).
 set -euo pipefail
-BUILD=$(realpath "${1:-build}")  # relative to the caller's directory
+BUILD=$(realpath -m "${1:-build}")  # relative to the caller's directory; checked below
 cd "$(dirname "$0")/../.."
 CUDA_INCLUDE=${CUDA_INCLUDE:-/usr/local/cuda/include}
 [ -f "$CUDA_INCLUDE/cuda_runtime_api.h" ] || { echo "no CUDA headers in $CUDA_INCLUDE" >&2; exit 2; }
