@@ -187,7 +187,7 @@ absl::Status ModelRepository::InitInstances(ServedModel& model, const std::strin
     }
     model.instances.push_back(std::make_unique<ModelInstance>(
         *std::move(runner), model.task.get(), deps_.clock, model.observer.get(),
-        deps_.replies, shapes));
+        deps_.replies));
     executors.push_back(model.instances.back().get());
   }
   GS_ASSIGN_OR_RETURN(model.scheduler,

@@ -27,6 +27,9 @@ class CudaGraphForwards {
   // recorded or replayed as the policy says, the result cut back to the batch's rows.
   // Inputs without one common batch size run eagerly as they are.
   virtual c10::IValue Run(const ModelInputs& inputs, const Device::Forward& forward) = 0;
+  // True until a failed recording turns graphs off for the instance; never true again
+  // after. Any thread.
+  virtual bool recording() const = 0;
 };
 
 struct CudaGraphTarget {

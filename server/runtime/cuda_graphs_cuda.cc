@@ -5,6 +5,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/version.h>
 
+#include <atomic>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -64,6 +65,8 @@ class RecordingForwards final : public CudaGraphForwards {
     return FirstRows(out, batch, padded);
   }
 
+  bool recording() const override { return recording_.load(std::memory_order_relaxed); }
+
  private:
   c10::IValue Replay(RecordedForward& recorded, const ModelInputs& inputs) {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -120,6 +123,7 @@ class RecordingForwards final : public CudaGraphForwards {
     // workspace, whose address the graphs recorded before are replaying.
     failed_recordings_.push_back(std::move(recorded));
     policy_.Failed(failure);
+    recording_.store(false, std::memory_order_relaxed);
     GS_LOG(WARNING) << target_.instance << ": CUDA graphs off for this instance, its forward "
                     << "could not be recorded for inputs " << key << ": "
                     << failure.substr(0, 400);
@@ -165,6 +169,8 @@ class RecordingForwards final : public CudaGraphForwards {
   std::vector<std::unique_ptr<RecordedForward>> failed_recordings_;
   decltype(at::cuda::graph_pool_handle()) pool_{0, 0};  // set at the first recording
   bool said_full_ = false;
+  // policy_.failed() negated, for other threads (policy_ is the instance thread's alone).
+  std::atomic<bool> recording_{true};
 };
 
 }  // namespace

@@ -51,8 +51,9 @@ class Device {
     return forward(CopyIn(inputs));
   }
   // Whether Run may record and replay CUDA graphs (a GPU instance with cuda_graphs whose
-  // server was built with them). Fixed once the device is open; a recording that fails
-  // later turns replay off for new shapes but leaves this as it was.
+  // server was built with them). Decided when the device opens; a recording that fails
+  // later turns graphs off for the instance and this false with them, never true again.
+  // Any thread.
   virtual bool records_cuda_graphs() const { return false; }
 };
 

@@ -52,7 +52,7 @@ class GpuDevice final : public Device {
 
   std::unique_ptr<DeviceScope> Enter() override { return std::make_unique<StreamScope>(stream_); }
 
-  bool records_cuda_graphs() const override { return graphs_ != nullptr; }
+  bool records_cuda_graphs() const override { return graphs_ && graphs_->recording(); }
 
   ModelInputs CopyIn(const ModelInputs& inputs) override {
     ModelInputs out;

@@ -28,7 +28,8 @@ class ModelRunner {
   virtual absl::StatusOr<NamedTensors> Predict(const ModelInputs& inputs) = 0;
 
   // Whether Predict may replay CUDA graphs recorded per input shape (Device::
-  // records_cuda_graphs), so that calls of few distinct shapes pay off. Any thread.
+  // records_cuda_graphs), so that calls of few distinct shapes pay off. May turn false
+  // while the runner serves (a failed recording), never back. Any thread.
   virtual bool RecordsCudaGraphs() const { return false; }
 
   // Runs the model's explanation pass one layer at a time: for each layer 0..layers-1,

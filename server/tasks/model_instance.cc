@@ -9,13 +9,12 @@ namespace gatescope {
 
 ModelInstance::ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAssembly* assembly,
                              const Clock* clock, ExecutionObserver* observer,
-                             PreparationPool* replies, CallShapes shapes)
+                             PreparationPool* replies)
     : runner_(std::move(runner)),
       assembly_(assembly),
       clock_(clock),
       observer_(observer),
-      replies_(replies),
-      shapes_(shapes) {}
+      replies_(replies) {}
 
 void ModelInstance::Prepared::Finish(absl::StatusOr<NamedTensors> outputs) {
   if (finished) return;
@@ -77,8 +76,8 @@ void ModelInstance::RunPredictions(const std::vector<Prepared*>& jobs,
   if (jobs.empty()) return;
   std::vector<at::Tensor> examples;
   for (const Prepared* p : jobs) examples.push_back(p->example);
-  auto batches =
-      Guarded("gathering the batch", [&] { return assembly_->Gather(examples, shapes_); });
+  auto batches = Guarded("gathering the batch",
+                         [&] { return assembly_->Gather(examples, CallShapesFor(*runner_)); });
   if (batches.ok()) batches = CheckCoverage(*std::move(batches), jobs.size());
   if (!batches.ok()) {
     for (Prepared* p : jobs) p->Finish(batches.status());
@@ -173,7 +172,7 @@ void ModelInstance::RunOneByOne(const std::vector<Prepared*>& jobs, const Gather
                                 absl::Duration input_time) {
   for (size_t member : batch.members) {
     auto single = Guarded("gathering the batch", [&] {
-      return assembly_->Gather({jobs[member]->example}, shapes_);
+      return assembly_->Gather({jobs[member]->example}, CallShapesFor(*runner_));
     });
     if (single.ok()) single = CheckCoverage(*std::move(single), 1);
     if (!single.ok() || single->size() != 1) {

@@ -17,8 +17,8 @@
 
 namespace gatescope {
 
-// The shapes an instance on `runner` wants: whole length buckets when it records CUDA
-// graphs.
+// The shapes an instance on `runner` wants now: whole length buckets while it records
+// CUDA graphs.
 inline CallShapes CallShapesFor(const ModelRunner& runner) {
   CallShapes shapes;
   shapes.whole_length_buckets = runner.RecordsCudaGraphs();
@@ -33,10 +33,12 @@ class ModelInstance final : public Executor {
   // finished there, not on the worker: their replies (postprocessing, serialisation, the
   // send) leave the forward's CPU when the pool's threads run elsewhere (--forward_cpus).
   // A refused hand-off (the pool full or stopping) finishes on the worker. Predictions
-  // are gathered with `shapes` (CallShapesFor(*runner)), explanations as they are.
+  // are gathered with the shapes the runner wants at the time (CallShapesFor: padded to
+  // whole length buckets until a failed recording turns its graphs off), explanations as
+  // they are.
   ModelInstance(std::unique_ptr<ModelRunner> runner, const BatchAssembly* assembly,
                 const Clock* clock, ExecutionObserver* observer,
-                PreparationPool* replies = nullptr, CallShapes shapes = {});
+                PreparationPool* replies = nullptr);
 
   // Jobs must be InferenceJobs (others are refused with INTERNAL). A job whose Prepare
   // fails finishes alone. A model call that fails with INVALID_ARGUMENT (the model
@@ -73,7 +75,6 @@ class ModelInstance final : public Executor {
   const Clock* const clock_;
   ExecutionObserver* const observer_;
   PreparationPool* const replies_;
-  const CallShapes shapes_;
 };
 
 }  // namespace gatescope

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <limits>
 #include <vector>
 
@@ -48,9 +49,9 @@ class FakeRunner : public ModelRunner {
     return Predict(inputs);
   }
 
-  bool RecordsCudaGraphs() const override { return records_cuda_graphs_; }
-  // As a GPU device with CUDA graphs says (before the runner is shared).
-  void SetRecordsCudaGraphs(bool records) { records_cuda_graphs_ = records; }
+  bool RecordsCudaGraphs() const override { return records_cuda_graphs_.load(); }
+  // As a GPU device with CUDA graphs says; false again as after a failed recording.
+  void SetRecordsCudaGraphs(bool records) { records_cuda_graphs_.store(records); }
 
   void Hold() { absl::MutexLock l(&mu_); open_ = false; }
   void Release() { absl::MutexLock l(&mu_); open_ = true; }
@@ -73,7 +74,7 @@ class FakeRunner : public ModelRunner {
 
  private:
   const int classes_;
-  bool records_cuda_graphs_ = false;
+  std::atomic<bool> records_cuda_graphs_{false};
   absl::Mutex mu_;
   bool open_ ABSL_GUARDED_BY(mu_) = true;
   int entered_ ABSL_GUARDED_BY(mu_) = 0;

@@ -251,13 +251,12 @@ class ShapesRecordingAssembly : public BatchAssembly {
   const BatchAssembly* const inner_;
 };
 
-TEST_F(ModelInstanceTest, PredictionsAreGatheredWithTheInstancesShapesExplanationsAsTheyAre) {
+TEST_F(ModelInstanceTest, PredictionsAreGatheredWithTheRunnersShapesExplanationsAsTheyAre) {
   ShapesRecordingAssembly recording(task_.get());
-  CallShapes whole;
-  whole.whole_length_buckets = true;
   auto runner = std::make_unique<FakeRunner>();
   runner->RejectExamplesAbove(5.0f);
-  ModelInstance instance(std::move(runner), &recording, &clock_, nullptr, nullptr, whole);
+  runner->SetRecordsCudaGraphs(true);
+  ModelInstance instance(std::move(runner), &recording, &clock_, nullptr);
   Results results(3);
   std::vector<std::unique_ptr<Job>> group;
   group.push_back(TensorJob::Filled(0, &results, 1.f));
@@ -274,6 +273,27 @@ TEST_F(ModelInstanceTest, PredictionsAreGatheredWithTheInstancesShapesExplanatio
   EXPECT_TRUE(results.by_index[0].ok());
   EXPECT_EQ(results.by_index[1].status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(results.by_index[2].ok());
+}
+
+TEST_F(ModelInstanceTest, CallsStopBeingPaddedForGraphsOnceTheRunnerStopsRecordingThem) {
+  ShapesRecordingAssembly recording(task_.get());
+  auto runner = std::make_unique<FakeRunner>();
+  FakeRunner* fake = runner.get();
+  fake->SetRecordsCudaGraphs(true);
+  ModelInstance instance(std::move(runner), &recording, &clock_, nullptr);
+  Results results(2);
+  std::vector<std::unique_ptr<Job>> first;
+  first.push_back(TensorJob::Filled(0, &results, 1.f));
+  instance.Execute(std::move(first));
+  fake->SetRecordsCudaGraphs(false);  // as a failed recording turns a GPU's graphs off
+  std::vector<std::unique_ptr<Job>> second;
+  second.push_back(TensorJob::Filled(1, &results, 1.f));
+  instance.Execute(std::move(second));
+  EXPECT_EQ(recording.asked, (std::vector<bool>{true, false}));
+  absl::MutexLock l(&results.mu);
+  EXPECT_EQ(results.finished, 2);
+  EXPECT_TRUE(results.by_index[0].ok());
+  EXPECT_TRUE(results.by_index[1].ok());
 }
 
 TEST_F(ModelInstanceTest, AThrowingObserverDoesNotCostTheRequestsTheirAnswers) {
