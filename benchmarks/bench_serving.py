@@ -26,6 +26,11 @@ size), and p99 at concurrency 1 / (in-process batch-1 p50
 + the batching delay). With one core for the server and one for the load generator the
 ratios are about the server's own work, not about cores left idle.
 
+With --rounds N (default 1) each model is measured N times in turn, in-process then served,
+and the summary gives each ratio's median over the rounds with its range: on a shared VM a
+single run's ratio moves by several points between runs, and rounds measured side by side
+show how far.
+
 With --forward-cpus the server runs on --server-cores with --forward_cpus (its forward passes
 on those CPUs, every other thread on the rest of --server-cores), and the in-process forward
 is measured on the forward CPUs: e.g. --server-cores 0,1 --forward-cpus 0 --client-cores 1
@@ -34,12 +39,13 @@ gives the forwards core 0 of their own, gRPC core 1 shared with the load generat
 Usage: /usr/bin/python3 benchmarks/bench_serving.py [--models dgvit_fmnist,...]
        [--server-cores 0] [--forward-cpus ""] [--client-cores 1] [--threads 1]
        [--seconds 1.0] [--window-ms 1500] [--delay-us 1000] [--transport tcp|unix]
-       [--api gatescope|kserve|kserve-streaming]
+       [--api gatescope|kserve|kserve-streaming] [--rounds 1]
 """
 import argparse
 import json
 import pathlib
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -195,7 +201,7 @@ def row_note(r):
     return note + (f" ({errors} errors)" if errors else "")
 
 
-def report(model, measured, unbatched, dynamic, batching):
+def report(model, measured, unbatched, dynamic, batching, heading=""):
     summaries = measured["measurements"]
     b1 = summaries[0]
     batch, delay_us, source = batching
@@ -203,7 +209,7 @@ def report(model, measured, unbatched, dynamic, batching):
     # The best batch the dynamic server can form (its max_batch_size), and the best of all.
     best_served = max((s for s in summaries if s["batch"] <= batch),
                       key=lambda s: s["images_per_s"])
-    print(f"\n### {model}\n")
+    print(f"\n### {model}{heading}\n")
     print("In-process forward, per batch size: " + ", ".join(
         f"b{s['batch']} {s['images_per_s']:.1f}/s (p50 {s['p50_ms']:.2f} ms)" for s in summaries))
     print(f"\ndynamic = max_batch_size {batch}, max_queue_delay {delay_us} us ({source})\n")
@@ -248,8 +254,13 @@ def main():
     ap.add_argument("--window-ms", type=int, default=1500)
     ap.add_argument("--delay-us", type=int, default=1000,
                     help="batching delay of a model without config.pbtxt")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure each model this many times in turn (in-process, then "
+                         "served); the summary gives each ratio's median and range")
     add_client_arguments(ap)
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     models = args.models.split(",") if args.models else shipped_models()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_bench_"))
     forward_cores = args.forward_cpus or args.server_cores
@@ -269,29 +280,53 @@ def main():
                 print(f"\n{model}: {len(inputs)} held-out texts of {tokens} pieces each")
             else:
                 inputs = write_inputs(task, tmp / model / "inputs")
-            measured = in_process(model, forward_cores, args.threads, args.seconds, tokens)
-            model_max = max(s["batch"] for s in measured["measurements"])
             # Unbatched: a copy of the model without its config.pbtxt, so nothing batches.
             bare = tmp / model / "bare"
             shutil.copytree(ROOT / "model_repository" / model, bare / model,
                             ignore=shutil.ignore_patterns("config.pbtxt"))
-            unbatched = serve_and_measure(bare, model, ["--max_batch_size=1"], args, (1, 8),
-                                          inputs, tmp / model / "unbatched")
-            batching = served_batching(ROOT / "model_repository" / model, model_max,
-                                       args.delay_us)
-            dynamic = serve_and_measure(
-                ROOT / "model_repository", model,
-                [f"--max_batch_size={model_max}", f"--max_queue_delay_us={args.delay_us}"],
-                args, (1, min(128, 2 * batching[0])), inputs, tmp / model / "dynamic")
-            summary.append((model, report(model, measured, unbatched, dynamic, batching)))
+            rounds = []
+            for r in range(args.rounds):
+                work = tmp / model / f"round{r + 1}"
+                work.mkdir()
+                measured = in_process(model, forward_cores, args.threads, args.seconds, tokens)
+                model_max = max(s["batch"] for s in measured["measurements"])
+                unbatched = serve_and_measure(bare, model, ["--max_batch_size=1"], args, (1, 8),
+                                              inputs, work / "unbatched")
+                batching = served_batching(ROOT / "model_repository" / model, model_max,
+                                           args.delay_us)
+                dynamic = serve_and_measure(
+                    ROOT / "model_repository", model,
+                    [f"--max_batch_size={model_max}", f"--max_queue_delay_us={args.delay_us}"],
+                    args, (1, min(128, 2 * batching[0])), inputs, work / "dynamic")
+                heading = f", round {r + 1} of {args.rounds}" if args.rounds > 1 else ""
+                rounds.append(report(model, measured, unbatched, dynamic, batching, heading))
+            summary.append((model, rounds))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("\n| model | unbatched / in-process b1 | dynamic / in-process best up to its "
-          "max_batch_size | dynamic / in-process best of any batch | p99 c1 / (b1 + delay) |")
+    print_summary(summary, args.rounds)
+
+
+def summary_cell(values, percent):
+    """One ratio over the rounds: the value, or the median with the range."""
+    show = (lambda v: f"{100 * v:.0f} %") if percent else (lambda v: f"{v:.2f}x")
+    if len(values) == 1:
+        return show(values[0])
+    return (f"{show(statistics.median(values))} "
+            f"({show(min(values))} - {show(max(values))})")
+
+
+def print_summary(summary, rounds):
+    """The ratios of every model: per model a row, each cell the median over `rounds` with
+    its range when there are several."""
+    over = f", median (range) of {rounds} rounds" if rounds > 1 else ""
+    print(f"\n| model{over} | unbatched / in-process b1 | dynamic / in-process best up to "
+          "its max_batch_size | dynamic / in-process best of any batch | "
+          "p99 c1 / (b1 + delay) |")
     print("| --- | --- | --- | --- | --- |")
-    for model, r in summary:
-        print(f"| {model} | {100 * r['unbatched']:.0f} % | {100 * r['dynamic']:.0f} % | "
-              f"{100 * r['dynamic_any']:.0f} % | {r['p99_c1']:.2f}x |")
+    for model, per_round in summary:
+        cells = [summary_cell([r[key] for r in per_round], key != "p99_c1")
+                 for key in ("unbatched", "dynamic", "dynamic_any", "p99_c1")]
+        print(f"| {model} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
