@@ -146,7 +146,9 @@ TRANSPORTS = {"tcp": "loopback TCP", "unix": "a Unix domain socket (--grpc_unix_
 
 
 APIS = {"gatescope": "gatescope.v1 Predict", "kserve": "KServe ModelInfer",
-        "kserve-streaming": "KServe ModelStreamInfer (one stream per client thread)"}
+        "kserve-streaming": "KServe ModelStreamInfer (one stream per client thread)",
+        "rest": "KServe REST infer with binary tensors (one kept-alive HTTP connection per "
+                "client thread)"}
 
 
 def add_client_arguments(ap):
@@ -162,7 +164,7 @@ def add_client_arguments(ap):
 def api_flags(api):
     """gatescope-perf's flags for an --api choice."""
     return {"gatescope": ["--api", "gatescope"], "kserve": ["--api", "kserve"],
-            "kserve-streaming": ["--api", "kserve", "--streaming"]}[api]
+            "kserve-streaming": ["--api", "kserve", "--streaming"], "rest": ["--api", "rest"]}[api]
 
 
 def run_perf(address, model, cores, concurrency, inputs, window_ms, api="gatescope"):
@@ -186,6 +188,10 @@ def serve_and_measure(repo, model, flags, args, levels, inputs, work):
                                             f"--torch_threads={args.threads}", "--instances=1"],
                           wrap=["taskset", "-c", args.server_cores])
     address = f"unix:{socket}" if args.transport == "unix" else server.address
+    if args.api == "rest":
+        if args.transport == "unix":
+            raise SystemExit("--api rest goes over the REST port: --transport tcp only")
+        address = f"127.0.0.1:{server.http_port}"
     try:
         return {c: run_perf(address, model, args.client_cores, c, inputs, args.window_ms,
                             args.api)

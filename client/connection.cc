@@ -46,23 +46,6 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& 
   return pem;
 }
 
-// The PEM contents of the TLS files; an empty field for a flag not given.
-absl::StatusOr<grpc::SslCredentialsOptions> ReadTlsFiles(const ConnectionOptions& options) {
-  grpc::SslCredentialsOptions ssl;
-  absl::StatusOr<std::string> ca = ReadPem("--tls-ca", options.tls_ca, "-----BEGIN CERTIFICATE");
-  if (!ca.ok()) return ca.status();
-  ssl.pem_root_certs = *std::move(ca);
-  if (options.tls_cert.empty()) return ssl;
-  absl::StatusOr<std::string> cert =
-      ReadPem("--tls-cert", options.tls_cert, "-----BEGIN CERTIFICATE");
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem("--tls-key", options.tls_key, "PRIVATE KEY-----");
-  if (!key.ok()) return key.status();
-  ssl.pem_cert_chain = *std::move(cert);
-  ssl.pem_private_key = *std::move(key);
-  return ssl;
-}
-
 // A channel to `options.server` with `credentials`, taking large explanations.
 std::shared_ptr<grpc::Channel> NewChannel(const ConnectionOptions& options,
                                           const std::shared_ptr<grpc::ChannelCredentials>& creds) {
@@ -89,6 +72,22 @@ absl::StatusOr<Response> Call(const InferenceClient& client,
 }
 
 }  // namespace
+
+absl::StatusOr<grpc::SslCredentialsOptions> ReadTlsFiles(const ConnectionOptions& options) {
+  grpc::SslCredentialsOptions ssl;
+  absl::StatusOr<std::string> ca = ReadPem("--tls-ca", options.tls_ca, "-----BEGIN CERTIFICATE");
+  if (!ca.ok()) return ca.status();
+  ssl.pem_root_certs = *std::move(ca);
+  if (options.tls_cert.empty()) return ssl;
+  absl::StatusOr<std::string> cert =
+      ReadPem("--tls-cert", options.tls_cert, "-----BEGIN CERTIFICATE");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem("--tls-key", options.tls_key, "PRIVATE KEY-----");
+  if (!key.ok()) return key.status();
+  ssl.pem_cert_chain = *std::move(cert);
+  ssl.pem_private_key = *std::move(key);
+  return ssl;
+}
 
 Connection::Connection(std::shared_ptr<grpc::Channel> channel, std::string token)
     : channel_(std::move(channel)), token_(std::move(token)) {}

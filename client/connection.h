@@ -42,6 +42,11 @@ class Connection {
 // --tls-ca.
 absl::Status CheckConnectionOptions(const ConnectionOptions& options);
 
+// The PEM contents of the TLS files of `options` (gRPC's struct for them, also read by
+// gatescope-perf's HTTPS client); an empty field for a flag not given. INVALID_ARGUMENT
+// naming the flag when a file cannot be read or is not PEM.
+absl::StatusOr<grpc::SslCredentialsOptions> ReadTlsFiles(const ConnectionOptions& options);
+
 // The bearer token in `path`: its first non-empty line, surrounding whitespace trimmed;
 // lines starting with '#' are skipped as comments, as in the server's token files.
 // INVALID_ARGUMENT (naming the file) when it cannot be read, holds no token, or the token

@@ -1,6 +1,7 @@
-// gatescope-perf: load generator for the gatescope.v1 Predict API.
+// gatescope-perf: load generator for the gatescope.v1 Predict API, KServe v2 ModelInfer
+// over gRPC, and KServe v2 inference over REST.
 //
-//   gatescope-perf --server ADDR --model NAME [--api gatescope|kserve [--streaming]]
+//   gatescope-perf --server ADDR --model NAME [--api gatescope|kserve [--streaming]|rest]
 //       [--tls-ca FILE [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]]
 //       [--token-file FILE]
 //       [--concurrency N | --concurrency-range A:B:S] [--request-rate R]
@@ -25,7 +26,13 @@
 // error_message counts as UNKNOWN (the stream carries no per-request code); a stream that
 // breaks counts its status once and is opened again for the next request. A request on a
 // stream has no deadline of its own: the stream's covers the whole measurement.
+// --api rest sends the same inputs as POST /v2/models/NAME/infer to the REST API at --server
+// (the server's --http_port; HTTPS with --tls-ca), with Triton's binary tensor extension for
+// the input and the outputs, as Triton's HTTP clients send them: each sending thread keeps
+// one HTTP/1.1 connection alive. An answer's HTTP status counts as the code the server
+// mapped to it (rest_client.h). Metadata and statistics come from the REST API too.
 #include <CLI/CLI.hpp>
+#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
@@ -43,6 +50,7 @@
 #include "client/connection.h"
 #include "client/json_writer.h"
 #include "client/perf/load_stats.h"
+#include "client/perf/rest_client.h"
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "inference/grpc_service.grpc.pb.h"
 
@@ -58,6 +66,7 @@ struct Options {
   std::string model;
   bool kserve = false;
   bool streaming = false;  // with kserve: ModelStreamInfer, one stream per sending thread
+  bool rest = false;       // KServe v2 inference over REST instead of gRPC
   bool text = false;  // inputs are texts (a text model), else encoded images
   int concurrency = 1;
   double request_rate = 0;  // 0: concurrency mode
@@ -70,6 +79,13 @@ struct ServerSplit {
   double queue_us = -1, compute_input_us = -1, compute_infer_us = -1, compute_output_us = -1;
 };
 
+// Where the load goes: a gRPC connection, or with --api rest the REST API. Shared by
+// every sending thread; nothing in it changes after it is opened.
+struct Server {
+  std::optional<Connection> grpc;
+  std::optional<RestEndpoint> rest;
+};
+
 struct Result {
   int concurrency = 0;
   double request_rate = 0;
@@ -78,9 +94,37 @@ struct Result {
   ServerSplit server;
 };
 
+// `message` from the JSON of a REST GET of `target` (protobuf's JSON mapping, which takes
+// the API's numbers for 64-bit integers too); the call's or the parse's failure otherwise.
+absl::Status GetJson(const RestEndpoint& rest, const std::string& target, int timeout_ms,
+                     google::protobuf::Message* message) {
+  RestClient client(rest);
+  absl::StatusOr<RestReply> reply =
+      client.Call(boost::beast::http::verb::get, target, "", {}, timeout_ms);
+  if (!reply.ok()) return reply.status();
+  if (reply->status != 200) {
+    return absl::Status(StatusCodeOfHttp(reply->status), "GET " + target + ": " + reply->body);
+  }
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  const auto parsed = google::protobuf::util::JsonStringToMessage(reply->body, message, options);
+  if (!parsed.ok()) {
+    return absl::InternalError("GET " + target + ": " + std::string(parsed.message()));
+  }
+  return absl::OkStatus();
+}
+
 // Cumulative statistics of the model from the KServe v2 API; nullopt if unavailable.
-std::optional<inference::ModelStatistics> Statistics(const Options& opt,
-                                                     const Connection& server) {
+std::optional<inference::ModelStatistics> Statistics(const Options& opt, const Server& target) {
+  if (target.rest) {
+    inference::ModelStatisticsResponse resp;
+    if (!GetJson(*target.rest, "/v2/models/" + opt.model + "/stats", 10000, &resp).ok() ||
+        resp.model_stats_size() == 0) {
+      return std::nullopt;
+    }
+    return resp.model_stats(0);
+  }
+  const Connection& server = *target.grpc;
   auto stub = inference::GRPCInferenceService::NewStub(server.channel());
   const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(10000);
   inference::ModelStatisticsRequest req;
@@ -111,18 +155,23 @@ ServerSplit Split(const inference::ModelStatistics& a, const inference::ModelSta
 // `opt` and `server` must outlive it.
 class Sender {
  public:
-  Sender(const Options& opt, const Connection& server)
-      : opt_(opt),
-        server_(server),
-        gatescope_(v1::Inference::NewStub(server.channel())),
-        kserve_(inference::GRPCInferenceService::NewStub(server.channel())) {}
+  Sender(const Options& opt, const Server& server) : opt_(opt), server_(server) {
+    if (server.rest) {
+      rest_ = std::make_unique<RestClient>(*server.rest);
+    } else {
+      gatescope_ = v1::Inference::NewStub(server.grpc->channel());
+      kserve_ = inference::GRPCInferenceService::NewStub(server.grpc->channel());
+    }
+  }
 
   ~Sender() { CloseStream(); }
 
   // `input`: an encoded image, or a text when opt.text.
   grpc::Status Send(const std::string& input) {
+    if (rest_ != nullptr) return SendOverRest(input);
+    const Connection& server = *server_.grpc;
     if (!opt_.kserve) {
-      const std::unique_ptr<grpc::ClientContext> ctx = server_.NewContext(opt_.timeout_ms);
+      const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(opt_.timeout_ms);
       v1::PredictRequest req;
       req.set_model_name(opt_.model);
       if (opt_.text) {
@@ -144,7 +193,7 @@ class Sender {
     raw += input;
     req.add_raw_input_contents(std::move(raw));
     if (opt_.streaming) return SendOnStream(req);
-    const std::unique_ptr<grpc::ClientContext> ctx = server_.NewContext(opt_.timeout_ms);
+    const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(opt_.timeout_ms);
     inference::ModelInferResponse resp;
     return kserve_->ModelInfer(ctx.get(), req, &resp);
   }
@@ -153,10 +202,37 @@ class Sender {
   using Stream = grpc::ClientReaderWriter<inference::ModelInferRequest,
                                           inference::ModelStreamInferResponse>;
 
+  // POST /v2/models/NAME/infer: a JSON head naming one BYTES input of shape [1] whose
+  // element (4-byte little-endian length, then the bytes) follows it, every output asked
+  // for as binary data.
+  grpc::Status SendOverRest(const std::string& input) {
+    const uint32_t len = static_cast<uint32_t>(input.size());
+    std::string body = std::string("{\"inputs\":[{\"name\":\"") + (opt_.text ? "text" : "input") +
+                       "\",\"shape\":[1],\"datatype\":\"BYTES\",\"parameters\":"
+                       "{\"binary_data_size\":" + std::to_string(4 + input.size()) +
+                       "}}],\"parameters\":{\"binary_data_output\":true}}";
+    const std::string head_length = std::to_string(body.size());
+    body.append(reinterpret_cast<const char*>(&len), 4);
+    body += input;
+    absl::StatusOr<RestReply> reply =
+        rest_->Call(boost::beast::http::verb::post, "/v2/models/" + opt_.model + "/infer",
+                    std::move(body),
+                    {{"Inference-Header-Content-Length", head_length},
+                     {"Content-Type", "application/octet-stream"}},
+                    opt_.timeout_ms);
+    if (!reply.ok()) {
+      return grpc::Status(static_cast<grpc::StatusCode>(reply.status().code()),
+                          std::string(reply.status().message()));
+    }
+    if (reply->status == 200) return grpc::Status::OK;
+    return grpc::Status(static_cast<grpc::StatusCode>(StatusCodeOfHttp(reply->status)),
+                        reply->body);
+  }
+
   grpc::Status SendOnStream(const inference::ModelInferRequest& req) {
     if (stream_ == nullptr) {
       // A stream lasts the whole measurement: its deadline is the longest that can take.
-      stream_context_ = server_.NewContext(
+      stream_context_ = server_.grpc->NewContext(
           opt_.warmup_ms + opt_.window_ms * (opt_.max_windows + 1) + opt_.timeout_ms);
       stream_ = kserve_->ModelStreamInfer(stream_context_.get());
     }
@@ -180,7 +256,8 @@ class Sender {
   }
 
   const Options& opt_;
-  const Connection& server_;
+  const Server& server_;
+  std::unique_ptr<RestClient> rest_;  // --api rest; else the stubs below
   std::unique_ptr<v1::Inference::Stub> gatescope_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
   std::unique_ptr<grpc::ClientContext> stream_context_;  // of stream_
@@ -188,8 +265,7 @@ class Sender {
 };
 
 // Runs one measurement: load at the given concurrency (or rate) until stable.
-Result Measure(const Options& opt, const std::vector<std::string>& inputs,
-               const Connection& server) {
+Result Measure(const Options& opt, const std::vector<std::string>& inputs, const Server& server) {
   std::atomic<bool> stop{false};
   std::mutex mu;
   std::vector<Sample> samples;
@@ -307,8 +383,10 @@ void AddFlags(CLI::App& app, Flags& f) {
   using client::NumberIn;
   client::AddConnectionFlags(app, f.connection);
   app.add_option("--model", f.opt.model, "model name")->required();
-  app.add_option("--api", f.api, "gatescope.v1 Predict, or KServe v2 ModelInfer")
-      ->check(CLI::IsMember({"gatescope", "kserve"}));
+  app.add_option("--api", f.api,
+                 "gatescope.v1 Predict, KServe v2 ModelInfer, or KServe v2 inference over REST "
+                 "(rest: --server is HOST:PORT of the server's REST API, --http_port)")
+      ->check(CLI::IsMember({"gatescope", "kserve", "rest"}));
   app.add_flag("--streaming", f.opt.streaming,
                "with --api kserve: send over ModelStreamInfer, one stream per sending thread "
                "with one request on it at a time");
@@ -379,9 +457,20 @@ std::optional<std::vector<std::string>> ReadInputs(const std::vector<std::string
   return inputs;
 }
 
-// Whether the model reads text, from its task (gatescope.v1 GetModelMetadata); the
-// failed call's status otherwise.
-absl::StatusOr<bool> ReadsText(const Options& opt, const Connection& server) {
+// Whether the model reads text, from its task (gatescope.v1 GetModelMetadata, over REST
+// GET /v2/models/NAME/gatescope); the failed call's status otherwise.
+absl::StatusOr<bool> ReadsText(const Options& opt, const Server& target) {
+  if (target.rest) {
+    v1::ModelMetadataResponse resp;
+    const absl::Status st =
+        GetJson(*target.rest, "/v2/models/" + opt.model + "/gatescope", opt.timeout_ms, &resp);
+    if (!st.ok()) {
+      return absl::Status(st.code(), "model metadata of " + opt.model + ": " +
+                                         std::string(st.message()));
+    }
+    return resp.config().task() == "text_classification";
+  }
+  const Connection& server = *target.grpc;
   auto stub = v1::Inference::NewStub(server.channel());
   const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(opt.timeout_ms);
   v1::ModelMetadataRequest req;
@@ -406,12 +495,21 @@ int Main(int argc, char** argv) {
   if (f.opt.streaming && f.api != "kserve") {
     return client::UsageError(app, "--streaming needs --api kserve");
   }
-  const absl::StatusOr<Connection> server = client::OpenConnection(f.connection);
-  if (!server.ok()) return client::UsageError(app, std::string(server.status().message()));
   Options& opt = f.opt;
   opt.kserve = f.api == "kserve";
+  opt.rest = f.api == "rest";
+  Server server;
+  if (opt.rest) {
+    absl::StatusOr<RestEndpoint> rest = OpenRestEndpoint(f.connection);
+    if (!rest.ok()) return client::UsageError(app, std::string(rest.status().message()));
+    server.rest = *std::move(rest);
+  } else {
+    absl::StatusOr<Connection> grpc = client::OpenConnection(f.connection);
+    if (!grpc.ok()) return client::UsageError(app, std::string(grpc.status().message()));
+    server.grpc = *std::move(grpc);
+  }
   if (f.input_kind == "auto") {
-    const absl::StatusOr<bool> text = ReadsText(opt, *server);
+    const absl::StatusOr<bool> text = ReadsText(opt, server);
     if (!text.ok()) {
       std::cerr << "gatescope-perf: " << text.status().message()
                 << " (--inputs image|text skips this call)\n";
@@ -432,7 +530,7 @@ int Main(int argc, char** argv) {
   bool all_ok = true;
   for (int c : f.levels) {
     opt.concurrency = c;
-    const Result r = Measure(opt, *inputs, *server);
+    const Result r = Measure(opt, *inputs, server);
     all_ok &= r.stats.errors.empty() && r.stats.ok > 0;
     std::cout << (f.format == "csv" ? ToCsvRow(r) : ToJson(r)) << std::endl;
   }

@@ -128,6 +128,9 @@ PERF_REJECTED = [
     (["--concurency", "2"], "--concurency"),
     (["--streaming"], "--streaming needs --api kserve"),
     (["--api", "gatescope", "--streaming"], "--streaming needs --api kserve"),
+    (["--api", "rest", "--streaming"], "--streaming needs --api kserve"),
+    (["--api", "rest", "--tls-cert", "c.pem"], "--tls-cert needs --tls-key"),
+    (["--api", "rest", "--tls-ca", "missing.pem"], "--tls-ca 'missing.pem'"),
 ]
 
 
@@ -137,6 +140,12 @@ def test_perf_rejects_bad_command_lines(args, named):
     assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
     assert res.stdout == ""
     assert named in res.stderr, res.stderr
+
+
+def test_perf_rest_needs_a_port():
+    res = run(PERF, "--server", "localhost", "--api", "rest", "--model", "m", "a.png")
+    assert res.returncode == 2 and res.stdout == ""
+    assert "is not HOST:PORT of the REST API" in res.stderr, res.stderr
 
 
 def test_perf_needs_a_model_and_inputs():

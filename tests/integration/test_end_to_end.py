@@ -160,15 +160,19 @@ def test_broken_model_is_unavailable_and_others_serve(tmp_path, pngs):
         assert stop_server(srv) == 0
 
 
-@pytest.mark.parametrize("streaming, code", [(False, "NOT_FOUND"), (True, "UNKNOWN")])
-def test_load_generator_counts_failed_requests_by_code(server, pngs, streaming, code):
+@pytest.mark.parametrize("api, code", [(["kserve"], "NOT_FOUND"),
+                                       (["kserve", "--streaming"], "UNKNOWN"),
+                                       (["rest"], "NOT_FOUND")])
+def test_load_generator_counts_failed_requests_by_code(server, pngs, api, code):
     """A model the server lacks: every unary ModelInfer fails NOT_FOUND; over
     ModelStreamInfer each reply carries only an error message (as Triton's), counted as
-    UNKNOWN, and the stream goes on. Either way the tool exits 2."""
-    cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", server.address,
-           "--model", "no_such_model", "--api", "kserve", "--inputs", "image",
+    UNKNOWN, and the stream goes on; over REST each answer is a 404, counted as the
+    NOT_FOUND it stands for. Either way the tool exits 2."""
+    address = f"127.0.0.1:{server.http_port}" if api == ["rest"] else server.address
+    cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", address,
+           "--model", "no_such_model", "--api", *api, "--inputs", "image",
            "--concurrency", "2", "--warmup-ms", "100", "--window-ms", "200", "--max-windows", "3",
-           *(["--streaming"] if streaming else []), str(pngs[0][0])]
+           str(pngs[0][0])]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2, out.stderr
     row = json_lines(out.stdout)[-1]
@@ -287,10 +291,13 @@ def test_config_pbtxt_dynamic_batching_forms_batches(tmp_path, pngs):
         assert stop_server(srv) == 0
 
 
-@pytest.mark.parametrize("api", [["gatescope"], ["kserve"], ["kserve", "--streaming"]])
+@pytest.mark.parametrize("api", [["gatescope"], ["kserve"], ["kserve", "--streaming"], ["rest"]])
 def test_load_generator_reports_client_and_server_split(server, pngs, api):
+    """Every API, REST included (its load, metadata and statistics over HTTP alone): all
+    requests succeed and the server's split comes back."""
     import subprocess
-    cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", server.address,
+    address = f"127.0.0.1:{server.http_port}" if api == ["rest"] else server.address
+    cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", address,
            "--model", "vit_fmnist", "--api", *api, "--concurrency-range", "1:4:3",
            "--warmup-ms", "300", "--window-ms", "400", "--max-windows", "3",
            *[str(p) for p, _ in pngs[:8]]]

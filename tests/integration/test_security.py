@@ -271,6 +271,40 @@ def test_client_cli_over_mutual_tls_with_a_token(server, pki, tmp_path):
     assert "UNAUTHENTICATED" in refused.stdout + refused.stderr
 
 
+def test_load_generator_over_https_with_mutual_tls_and_a_token(server, pki, tmp_path):
+    """gatescope-perf --api rest: HTTPS verified against the CA, the client's certificate
+    presented, the token on every request; without the token every request is counted
+    UNAUTHENTICATED; a certificate that does not name the server, and plain HTTP to the
+    HTTPS port, get no answer (UNAVAILABLE)."""
+    png = tmp_path / "zero.png"
+    png.write_bytes(image())
+    token = tmp_path / "token"
+    token.write_text(f"{USER}\n")
+    perf = [str(BUILD / "client" / "gatescope-perf"), "--server", f"127.0.0.1:{server.http_port}",
+            "--api", "rest", "--model", MODEL, "--concurrency", "2", "--warmup-ms", "100",
+            "--window-ms", "300", "--max-windows", "3"]
+    tls = ["--tls-ca", str(pki / "ca.crt"), "--tls-cert", str(pki / "client.crt"),
+           "--tls-key", str(pki / "client.key")]
+    ok = subprocess.run(perf + tls + ["--token-file", str(token), str(png)],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    row = json.loads(ok.stdout.splitlines()[-1])
+    assert row["ok"] > 0 and row["errors"] == {} and row["server_compute_infer_us"] > 0
+    refused = subprocess.run(perf + tls + ["--inputs", "image", str(png)],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2
+    row = json.loads(refused.stdout.splitlines()[-1])
+    assert row["ok"] == 0 and list(row["errors"]) == ["UNAUTHENTICATED"]
+    for refused_by in (["--tls-server-name", "elsewhere.example"], []):  # not its name; no TLS
+        tls_args = tls + refused_by if refused_by else []
+        out = subprocess.run(perf + tls_args + ["--token-file", str(token), "--inputs", "image",
+                                                str(png)],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2
+        row = json.loads(out.stdout.splitlines()[-1])
+        assert row["ok"] == 0 and list(row["errors"]) == ["UNAVAILABLE"], refused_by
+
+
 @pytest.mark.parametrize("flags,message", [
     (["--tls_cert_file=x.crt"], "tls_cert_file and tls_key_file go together"),
     (["--tls_client_ca_file=ca.crt"], "needs tls_cert_file"),
