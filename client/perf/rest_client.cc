@@ -177,8 +177,6 @@ absl::StatusOr<RestReply> RestClient::Call(
     http::response<http::string_body> response = parser.release();
     RestReply reply;
     reply.status = static_cast<int>(response.result_int());
-    reply.inference_header_length =
-        std::string(response["Inference-Header-Content-Length"]);
     reply.body = std::move(response.body());
     if (!response.keep_alive()) connection_.reset();
     return reply;

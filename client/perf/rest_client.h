@@ -34,7 +34,6 @@ absl::StatusOr<RestEndpoint> OpenRestEndpoint(const client::ConnectionOptions& o
 struct RestReply {
   int status = 0;  // HTTP status code
   std::string body;
-  std::string inference_header_length;  // Inference-Header-Content-Length, if any
 };
 
 // One connection to the endpoint, opened at the first call and kept alive between calls.
