@@ -15,7 +15,7 @@ docs/performance.md on this machine.
 
 Usage: /usr/bin/python3 benchmarks/bench_server_floor.py [--server-cores 0]
        [--forward-cpus LIST] [--client-cores 1] [--window-ms 1500] [--delay-us 200] [--server-flag=--FLAG=VALUE ...]
-       [--transport tcp|unix] [--api gatescope|kserve|kserve-streaming]
+       [--transport tcp|unix] [--api gatescope|kserve|kserve-streaming|rest]
 """
 import argparse
 import pathlib

@@ -39,7 +39,7 @@ gives the forwards core 0 of their own, gRPC core 1 shared with the load generat
 Usage: /usr/bin/python3 benchmarks/bench_serving.py [--models dgvit_fmnist,...]
        [--server-cores 0] [--forward-cpus ""] [--client-cores 1] [--threads 1]
        [--seconds 1.0] [--window-ms 1500] [--delay-us 1000] [--transport tcp|unix]
-       [--api gatescope|kserve|kserve-streaming] [--rounds 1]
+       [--api gatescope|kserve|kserve-streaming|rest] [--rounds 1]
 """
 import argparse
 import json
@@ -180,6 +180,8 @@ def run_perf(address, model, cores, concurrency, inputs, window_ms, api="gatesco
 
 def serve_and_measure(repo, model, flags, args, levels, inputs, work):
     from server_harness import start_server, stop_server
+    if args.api == "rest" and args.transport == "unix":
+        raise SystemExit("--api rest goes over the REST port: --transport tcp only")
     work.mkdir()
     placement = [f"--forward_cpus={args.forward_cpus}"] if args.forward_cpus else []
     socket = work / "grpc.sock"
@@ -189,8 +191,6 @@ def serve_and_measure(repo, model, flags, args, levels, inputs, work):
                           wrap=["taskset", "-c", args.server_cores])
     address = f"unix:{socket}" if args.transport == "unix" else server.address
     if args.api == "rest":
-        if args.transport == "unix":
-            raise SystemExit("--api rest goes over the REST port: --transport tcp only")
         address = f"127.0.0.1:{server.http_port}"
     try:
         return {c: run_perf(address, model, args.client_cores, c, inputs, args.window_ms,

@@ -4,6 +4,7 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/beast/core.hpp>
@@ -26,15 +27,41 @@ namespace {
 
 constexpr uint64_t kMaxAnswerBytes = 256ull << 20;  // as gatescope-client's gRPC channels
 
-// HOST and PORT of "HOST:PORT" or "[V6]:PORT"; nullopt without a port.
+// HOST and PORT of "HOST:PORT" or "[V6]:PORT" (the host unbracketed); nullopt without a
+// host or port, or for an IPv6 literal without brackets.
 std::optional<std::pair<std::string, std::string>> SplitAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon + 1 == address.size() || colon == 0) return std::nullopt;
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
+  std::string host, port;
+  if (!address.empty() && address.front() == '[') {
+    const size_t close = address.find("]:");
+    if (close == std::string::npos) return std::nullopt;
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    const size_t colon = address.find(':');
+    if (colon == std::string::npos || address.find(':', colon + 1) != std::string::npos) {
+      return std::nullopt;
+    }
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
   }
-  return std::make_pair(host, address.substr(colon + 1));
+  if (host.empty() || port.empty()) return std::nullopt;
+  return std::make_pair(host, port);
+}
+
+// Whether `host` is an IPv4 or IPv6 literal rather than a name.
+bool IsAddressLiteral(const std::string& host) {
+  beast::error_code ec;
+  net::ip::make_address(host, ec);
+  return !ec;
+}
+
+// Whether a failure of a request on a connection that has answered before means the server
+// closed it while it was idle: nothing of an answer arrived and the connection ended.
+// Only then is the request sent again (anything else could have run it already).
+bool ClosedWhileIdle(const beast::error_code& ec, bool got_some) {
+  return !got_some && (ec == http::error::end_of_stream || ec == net::error::eof ||
+                       ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+                       ec == ssl::error::stream_truncated);
 }
 
 absl::StatusOr<std::shared_ptr<ssl::context>> TlsContext(
@@ -124,7 +151,9 @@ absl::StatusOr<RestReply> RestClient::Call(
     const std::vector<std::pair<std::string, std::string>>& headers, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   http::request<http::string_body> request{verb, target, 11};
-  request.set(http::field::host, endpoint_.host);
+  const bool v6 = endpoint_.host.find(':') != std::string::npos;
+  request.set(http::field::host, (v6 ? "[" + endpoint_.host + "]" : endpoint_.host) + ":" +
+                                      endpoint_.port);
   request.keep_alive(true);
   if (!endpoint_.token.empty()) {
     request.set(http::field::authorization, "Bearer " + endpoint_.token);
@@ -148,7 +177,13 @@ absl::StatusOr<RestReply> RestClient::Call(
       ec = RunToEnd(c->ioc, [&](auto done) { c->tcp().async_connect(addresses, done); });
       if (ec) return Failure(ec, "connecting to " + endpoint_.host + ":" + endpoint_.port);
       if (c->secure) {
-        SSL_set_tlsext_host_name(c->secure->native_handle(), endpoint_.server_name.c_str());
+        // SNI names a host; an address literal is not sent (RFC 6066), only verified.
+        if (!IsAddressLiteral(endpoint_.server_name) &&
+            SSL_set_tlsext_host_name(c->secure->native_handle(),
+                                     endpoint_.server_name.c_str()) != 1) {
+          return absl::InvalidArgumentError("TLS server name '" + endpoint_.server_name +
+                                            "' cannot be sent");
+        }
         c->secure->set_verify_callback(ssl::host_name_verification(endpoint_.server_name));
         ec = RunToEnd(c->ioc, [&](auto done) {
           c->secure->async_handshake(ssl::stream_base::client, done);
@@ -168,9 +203,10 @@ absl::StatusOr<RestReply> RestClient::Call(
       return RunToEnd(c.ioc, [&](auto done) { http::async_read(stream, c.buffer, parser, done); });
     });
     if (ec) {
-      const bool maybe_closed = c.answered && ec != beast::error::timeout && attempt == 0;
+      const bool closed_while_idle =
+          c.answered && attempt == 0 && ClosedWhileIdle(ec, parser.got_some());
       connection_.reset();
-      if (maybe_closed) continue;  // the server closed the idle connection: once more
+      if (closed_while_idle) continue;  // once more, on a new connection
       return Failure(ec, "REST " + std::string(http::to_string(verb)) + " " + target);
     }
     c.answered = true;
@@ -194,6 +230,7 @@ absl::StatusCode StatusCodeOfHttp(int http_status) {
     case 413:
     case 429:
     case 431: return absl::StatusCode::kResourceExhausted;
+    case 405:  // the server's answer to a wrong method carries UNIMPLEMENTED
     case 501: return absl::StatusCode::kUnimplemented;
     case 503: return absl::StatusCode::kUnavailable;
     case 504: return absl::StatusCode::kDeadlineExceeded;

@@ -27,8 +27,9 @@ struct RestEndpoint {
 };
 
 // The endpoint at options.server ("HOST:PORT", an IPv6 literal in brackets), with its TLS
-// files and token read. INVALID_ARGUMENT with a one-line reason when the address has no
-// port, the options do not fit together, or a file cannot be read or is refused by OpenSSL.
+// files and token read. INVALID_ARGUMENT with a one-line reason when the address lacks a
+// host or port (or brackets around IPv6), the options do not fit together, or a file
+// cannot be read or is refused by OpenSSL.
 absl::StatusOr<RestEndpoint> OpenRestEndpoint(const client::ConnectionOptions& options);
 
 struct RestReply {
@@ -45,10 +46,12 @@ class RestClient {
   RestClient(const RestClient&) = delete;
   RestClient& operator=(const RestClient&) = delete;
 
-  // Sends one request (with the endpoint's token) and reads its answer within timeout_ms.
-  // A kept-alive connection the server has closed meanwhile is opened again and the request
-  // sent once more; any other failure closes the connection (the next call opens a new
-  // one) and is UNAVAILABLE, or DEADLINE_EXCEEDED when timeout_ms ran out.
+  // Sends one request (with the endpoint's token) and reads its answer; connecting, the TLS
+  // handshake, sending and reading share timeout_ms (resolving the host's name, done first,
+  // does not count). A kept-alive connection the server closed while idle (the connection
+  // ended before any byte of the answer) is opened again and the request sent once more;
+  // any other failure closes the connection (the next call opens a new one) and is
+  // UNAVAILABLE, or DEADLINE_EXCEEDED when timeout_ms ran out.
   absl::StatusOr<RestReply> Call(boost::beast::http::verb verb, const std::string& target,
                                  std::string body,
                                  const std::vector<std::pair<std::string, std::string>>& headers,
@@ -62,9 +65,9 @@ class RestClient {
 
 // The status the server's REST API answers with `http_status` for (the inverse of its
 // mapping of codes to HTTP statuses): 200 OK, 400 INVALID_ARGUMENT, 401 UNAUTHENTICATED,
-// 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED, 413, 429 and 431 RESOURCE_EXHAUSTED,
-// 501 UNIMPLEMENTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, any other 5xx INTERNAL,
-// anything else UNKNOWN.
+// 403 PERMISSION_DENIED, 404 NOT_FOUND, 405 (a wrong method) and 501 UNIMPLEMENTED, 409
+// ABORTED, 413, 429 and 431 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED, any
+// other 5xx INTERNAL, anything else UNKNOWN.
 absl::StatusCode StatusCodeOfHttp(int http_status);
 
 }  // namespace gatescope::perf

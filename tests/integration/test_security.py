@@ -274,8 +274,8 @@ def test_client_cli_over_mutual_tls_with_a_token(server, pki, tmp_path):
 def test_load_generator_over_https_with_mutual_tls_and_a_token(server, pki, tmp_path):
     """gatescope-perf --api rest: HTTPS verified against the CA, the client's certificate
     presented, the token on every request; without the token every request is counted
-    UNAUTHENTICATED; a certificate that does not name the server, and plain HTTP to the
-    HTTPS port, get no answer (UNAVAILABLE)."""
+    UNAUTHENTICATED; a server certificate that does not name the server asked for, no
+    client certificate, and plain HTTP to the HTTPS port get no answer (UNAVAILABLE)."""
     png = tmp_path / "zero.png"
     png.write_bytes(image())
     token = tmp_path / "token"
@@ -295,14 +295,15 @@ def test_load_generator_over_https_with_mutual_tls_and_a_token(server, pki, tmp_
     assert refused.returncode == 2
     row = json.loads(refused.stdout.splitlines()[-1])
     assert row["ok"] == 0 and list(row["errors"]) == ["UNAUTHENTICATED"]
-    for refused_by in (["--tls-server-name", "elsewhere.example"], []):  # not its name; no TLS
-        tls_args = tls + refused_by if refused_by else []
-        out = subprocess.run(perf + tls_args + ["--token-file", str(token), "--inputs", "image",
-                                                str(png)],
+    for refused in (tls + ["--tls-server-name", "elsewhere.example"],  # not the server's name
+                    ["--tls-ca", str(pki / "ca.crt")],  # no client certificate
+                    []):  # plain HTTP
+        out = subprocess.run(perf + refused + ["--token-file", str(token), "--inputs", "image",
+                                               str(png)],
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 2
         row = json.loads(out.stdout.splitlines()[-1])
-        assert row["ok"] == 0 and list(row["errors"]) == ["UNAVAILABLE"], refused_by
+        assert row["ok"] == 0 and list(row["errors"]) == ["UNAVAILABLE"], refused
 
 
 @pytest.mark.parametrize("flags,message", [
