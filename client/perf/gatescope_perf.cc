@@ -62,6 +62,10 @@ using client::Connection;
 using client::JsonNumber;
 using client::JsonString;
 
+// The REST API's address when --api rest comes without --server: the server's default
+// --http_port on this machine.
+constexpr char kDefaultRestServer[] = "127.0.0.1:8000";
+
 struct Options {
   std::string model;
   bool kserve = false;
@@ -101,15 +105,20 @@ absl::Status GetJson(const RestEndpoint& rest, const std::string& target, int ti
   RestClient client(rest);
   absl::StatusOr<RestReply> reply =
       client.Call(boost::beast::http::verb::get, target, "", {}, timeout_ms);
-  if (!reply.ok()) return reply.status();
+  const std::string url = std::string(rest.tls ? "https://" : "http://") + rest.host + ":" +
+                          rest.port + target;
+  if (!reply.ok()) {
+    return absl::Status(reply.status().code(),
+                        "GET " + url + ": " + std::string(reply.status().message()));
+  }
   if (reply->status != 200) {
-    return absl::Status(StatusCodeOfHttp(reply->status), "GET " + target + ": " + reply->body);
+    return absl::Status(StatusCodeOfHttp(reply->status), "GET " + url + ": " + reply->body);
   }
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;
   const auto parsed = google::protobuf::util::JsonStringToMessage(reply->body, message, options);
   if (!parsed.ok()) {
-    return absl::InternalError("GET " + target + ": " + std::string(parsed.message()));
+    return absl::InternalError("GET " + url + ": " + std::string(parsed.message()));
   }
   return absl::OkStatus();
 }
@@ -385,7 +394,8 @@ void AddFlags(CLI::App& app, Flags& f) {
   app.add_option("--model", f.opt.model, "model name")->required();
   app.add_option("--api", f.api,
                  "gatescope.v1 Predict, KServe v2 ModelInfer, or KServe v2 inference over REST "
-                 "(rest: --server is HOST:PORT of the server's REST API, --http_port)")
+                 "(rest: --server is HOST:PORT of the server's REST API, --http_port; default "
+                 "127.0.0.1:8000)")
       ->check(CLI::IsMember({"gatescope", "kserve", "rest"}));
   app.add_flag("--streaming", f.opt.streaming,
                "with --api kserve: send over ModelStreamInfer, one stream per sending thread "
@@ -500,6 +510,7 @@ int Main(int argc, char** argv) {
   opt.rest = f.api == "rest";
   Server server;
   if (opt.rest) {
+    if (app.get_option("--server")->count() == 0) f.connection.server = kDefaultRestServer;
     absl::StatusOr<RestEndpoint> rest = OpenRestEndpoint(f.connection);
     if (!rest.ok()) return client::UsageError(app, std::string(rest.status().message()));
     server.rest = *std::move(rest);

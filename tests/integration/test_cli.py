@@ -148,6 +148,15 @@ def test_perf_rest_needs_a_port():
     assert "is not HOST:PORT of the REST API" in res.stderr, res.stderr
 
 
+def test_perf_rest_goes_to_the_default_http_port_without_server():
+    """--api rest without --server: the REST API's default address, named when it fails
+    (the model's task is asked first)."""
+    res = subprocess.run([str(PERF), "--api", "rest", "--model", "m", "--timeout-ms", "2000",
+                          "a.png"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and res.stdout == ""
+    assert "GET http://127.0.0.1:8000/v2/models/m/gatescope" in res.stderr, res.stderr
+
+
 def test_perf_needs_a_model_and_inputs():
     for args, named in ((["a.png"], "--model"), (["--model", "m"], "INPUT")):
         res = run(PERF, "--server", CLOSED, *args)
