@@ -27,8 +27,9 @@ import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_serving import (APIS, TRANSPORTS, add_client_arguments, in_process,  # noqa: E402
-                           row_note, serve_and_measure, write_inputs)
+from bench_serving import (APIS, TRANSPORTS, add_client_arguments,  # noqa: E402
+                           check_client_arguments, in_process, row_note, serve_and_measure,
+                           write_inputs)
 
 NAME = "floor_fmnist"
 # The shipped Fashion-MNIST classifiers' input (vit_fmnist's metadata), ten labels.
@@ -72,6 +73,7 @@ def main():
                          "--server-flag=--request_threads_batch_scheduling=false")
     add_client_arguments(ap)
     args = ap.parse_args()
+    check_client_arguments(ap, args)
     args.threads = 1
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_floor_"))
     try:

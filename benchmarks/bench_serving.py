@@ -161,6 +161,12 @@ def add_client_arguments(ap):
                         f"{k}: {v}" for k, v in APIS.items()))
 
 
+def check_client_arguments(ap, args):
+    """Refuses (ap.error) client arguments that do not go together, before anything runs."""
+    if args.api == "rest" and args.transport == "unix":
+        ap.error("--api rest goes over the REST port: --transport tcp only")
+
+
 def api_flags(api):
     """gatescope-perf's flags for an --api choice."""
     return {"gatescope": ["--api", "gatescope"], "kserve": ["--api", "kserve"],
@@ -180,8 +186,6 @@ def run_perf(address, model, cores, concurrency, inputs, window_ms, api="gatesco
 
 def serve_and_measure(repo, model, flags, args, levels, inputs, work):
     from server_harness import start_server, stop_server
-    if args.api == "rest" and args.transport == "unix":
-        raise SystemExit("--api rest goes over the REST port: --transport tcp only")
     work.mkdir()
     placement = [f"--forward_cpus={args.forward_cpus}"] if args.forward_cpus else []
     socket = work / "grpc.sock"
@@ -265,6 +269,7 @@ def main():
                          "served); the summary gives each ratio's median and range")
     add_client_arguments(ap)
     args = ap.parse_args()
+    check_client_arguments(ap, args)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     models = args.models.split(",") if args.models else shipped_models()

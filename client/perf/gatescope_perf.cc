@@ -105,8 +105,7 @@ absl::Status GetJson(const RestEndpoint& rest, const std::string& target, int ti
   RestClient client(rest);
   absl::StatusOr<RestReply> reply =
       client.Call(boost::beast::http::verb::get, target, "", {}, timeout_ms);
-  const std::string url = std::string(rest.tls ? "https://" : "http://") + rest.host + ":" +
-                          rest.port + target;
+  const std::string url = std::string(rest.tls ? "https://" : "http://") + rest.authority + target;
   if (!reply.ok()) {
     return absl::Status(reply.status().code(),
                         "GET " + url + ": " + std::string(reply.status().message()));

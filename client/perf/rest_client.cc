@@ -111,6 +111,9 @@ absl::StatusOr<RestEndpoint> OpenRestEndpoint(const client::ConnectionOptions& o
   }
   RestEndpoint endpoint;
   std::tie(endpoint.host, endpoint.port) = *std::move(address);
+  const bool v6 = endpoint.host.find(':') != std::string::npos;
+  endpoint.authority =
+      (v6 ? "[" + endpoint.host + "]" : endpoint.host) + ":" + endpoint.port;
   if (!options.token_file.empty()) {
     absl::StatusOr<std::string> token = client::ReadTokenFile(options.token_file);
     if (!token.ok()) return token.status();
@@ -151,12 +154,10 @@ absl::StatusOr<RestReply> RestClient::Call(
     const std::vector<std::pair<std::string, std::string>>& headers, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   http::request<http::string_body> request{verb, target, 11};
-  const bool v6 = endpoint_.host.find(':') != std::string::npos;
-  request.set(http::field::host, (v6 ? "[" + endpoint_.host + "]" : endpoint_.host) + ":" +
-                                      endpoint_.port);
+  request.set(http::field::host, endpoint_.authority);
   request.keep_alive(true);
   if (!endpoint_.token.empty()) {
-    request.set(http::field::authorization, "Bearer " + endpoint_.token);
+    request.set(http::field::authorization, client::AuthorizationMetadata(endpoint_.token).second);
   }
   for (const auto& [name, value] : headers) request.set(name, value);
   request.body() = std::move(body);
@@ -175,7 +176,7 @@ absl::StatusOr<RestReply> RestClient::Call(
       if (ec) return Failure(ec, "resolving " + endpoint_.host);
       c->tcp().expires_at(deadline);
       ec = RunToEnd(c->ioc, [&](auto done) { c->tcp().async_connect(addresses, done); });
-      if (ec) return Failure(ec, "connecting to " + endpoint_.host + ":" + endpoint_.port);
+      if (ec) return Failure(ec, "connecting to " + endpoint_.authority);
       if (c->secure) {
         // SNI names a host; an address literal is not sent (RFC 6066), only verified.
         if (!IsAddressLiteral(endpoint_.server_name) &&

@@ -21,6 +21,7 @@ namespace gatescope::perf {
 // every sending thread's RestClient.
 struct RestEndpoint {
   std::string host, port;
+  std::string authority;  // HOST:PORT as a URL and the Host header write it (IPv6 in brackets)
   std::string token;                                 // empty: no authorization header
   std::shared_ptr<boost::asio::ssl::context> tls;    // null: plain HTTP
   std::string server_name;  // with tls: checked against the certificate, sent as SNI

@@ -295,15 +295,15 @@ def test_load_generator_over_https_with_mutual_tls_and_a_token(server, pki, tmp_
     assert refused.returncode == 2
     row = json.loads(refused.stdout.splitlines()[-1])
     assert row["ok"] == 0 and list(row["errors"]) == ["UNAUTHENTICATED"]
-    for refused in (tls + ["--tls-server-name", "elsewhere.example"],  # not the server's name
-                    ["--tls-ca", str(pki / "ca.crt")],  # no client certificate
-                    []):  # plain HTTP
-        out = subprocess.run(perf + refused + ["--token-file", str(token), "--inputs", "image",
-                                               str(png)],
+    for connection in (tls + ["--tls-server-name", "elsewhere.example"],  # not its name
+                       ["--tls-ca", str(pki / "ca.crt")],  # no client certificate
+                       []):  # plain HTTP
+        out = subprocess.run(perf + connection + ["--token-file", str(token), "--inputs",
+                                                  "image", str(png)],
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 2
         row = json.loads(out.stdout.splitlines()[-1])
-        assert row["ok"] == 0 and list(row["errors"]) == ["UNAVAILABLE"], refused
+        assert row["ok"] == 0 and list(row["errors"]) == ["UNAVAILABLE"], connection
 
 
 @pytest.mark.parametrize("flags,message", [

@@ -48,12 +48,14 @@ TEST(OpenRestEndpointTest, SplitsHostAndPort) {
   ASSERT_TRUE(v4.ok()) << v4.status();
   EXPECT_EQ(v4->host, "127.0.0.1");
   EXPECT_EQ(v4->port, "8000");
+  EXPECT_EQ(v4->authority, "127.0.0.1:8000");
   EXPECT_EQ(v4->tls, nullptr);
   EXPECT_TRUE(v4->token.empty());
   absl::StatusOr<RestEndpoint> v6 = OpenRestEndpoint(At("[::1]:8443"));
   ASSERT_TRUE(v6.ok()) << v6.status();
   EXPECT_EQ(v6->host, "::1");
   EXPECT_EQ(v6->port, "8443");
+  EXPECT_EQ(v6->authority, "[::1]:8443");
 }
 
 TEST(OpenRestEndpointTest, RefusesAnAddressWithoutAPortAndOptionsThatDoNotFit) {
