@@ -100,3 +100,18 @@ def test_errors_carry_status_and_message(client, images):
     with pytest.raises(GatescopeError) as e:
         client.explain(CLASSIFIER, b"not an image")
     assert e.value.status == 400
+
+
+def test_threads_share_a_client_and_each_gets_its_own_answers(server, images):
+    """Eight threads on one Client (each on its own kept-alive connection) get the answers
+    to their own requests, the same as one thread gets."""
+    from concurrent.futures import ThreadPoolExecutor
+    with Client(f"http://127.0.0.1:{server.http_port}") as shared:
+        want = [shared.predict(CLASSIFIER, image[None], top_k=1)["classes"][0]["index"]
+                for image in images]
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(
+                lambda i: shared.predict(CLASSIFIER, images[i % len(images)][None],
+                                         top_k=1)["classes"][0]["index"], range(64)))
+    assert got == [want[i % len(images)] for i in range(64)]
+    assert want == list(reference_logits(CLASSIFIER, images).argmax(1))

@@ -1,11 +1,14 @@
-"""The gatescope client: one server, its HTTP port. Thread-safe (each call opens its own
-connection through urllib)."""
+"""The gatescope client: one server, its HTTP port. Thread-safe: each thread keeps one
+kept-alive connection of its own (http.client from the standard library, so no dependency
+beyond numpy; a TLS handshake per call would cost more than a small model's forward)."""
 import base64
+import http.client
 import json
-import ssl
+import select
+import threading
 import urllib.error
 import urllib.parse
-import urllib.request
+import weakref
 
 import numpy as np
 
@@ -22,38 +25,133 @@ class GatescopeError(Exception):
         self.message = message
 
 
+# Raised when the server cannot be reached or a connection fails before the answer is read:
+# urllib.error.URLError (an OSError), its `reason` the underlying error (ConnectionError,
+# ssl.SSLError, TimeoutError, http.client.HTTPException), as urllib.request raises it.
+TransportError = urllib.error.URLError
+
+
+def _dropped(connection):
+    """True when an idle kept-alive connection can no longer carry a request: the server
+    closed it (its idle timeout) or sent something unasked. Readable while idle means
+    either."""
+    sock = connection.sock
+    if sock is None:
+        return True
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 class Client:
     """A gatescope server at `url` (its --http_port; https:// with `ssl_context`, e.g.
     ssl.create_default_context(cafile=...) and, for mutual TLS, load_cert_chain). `token`:
-    the bearer token when the server checks them. `timeout`: seconds per call."""
+    the bearer token when the server checks them. `timeout`: seconds per call.
+
+    Each thread that calls keeps one HTTP/1.1 connection open across calls; `close()` (or
+    leaving a `with Client(...)` block) closes them all. A request is sent again on a new
+    connection only when a reused one turns out closed before any of the answer arrived
+    (the server closes idle connections after its request timeout)."""
 
     def __init__(self, url="http://127.0.0.1:8000", token=None, ssl_context=None, timeout=60.0):
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self._ssl = ssl_context
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http:// or https:// URL: {url!r}")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._prefix = parts.path
+        self._local = threading.local()  # .connection: this thread's, or None
+        self._lock = threading.Lock()  # guards _open
+        # Every thread's connection, for close(); weak, so that a finished thread's
+        # connection goes with its thread-local reference.
+        self._open = weakref.WeakSet()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Closes every thread's connection (a call in flight on one fails); later calls open
+        new ones."""
+        with self._lock:
+            open_now, self._open = list(self._open), weakref.WeakSet()
+        for c in open_now:
+            c.close()
 
     # --- transport ---------------------------------------------------------------------
 
+    def _new_connection(self):
+        if self._https:
+            c = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout,
+                                            context=self._ssl)
+        else:
+            c = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        with self._lock:
+            self._open.add(c)
+        return c
+
+    def _forget(self, connection):
+        connection.close()
+        with self._lock:
+            self._open.discard(connection)
+        if getattr(self._local, "connection", None) is connection:
+            self._local.connection = None
+
+    def _exchange(self, method, path, body, headers):
+        """One request and its whole answer on this thread's connection: (response, bytes)."""
+        c = getattr(self._local, "connection", None)
+        with self._lock:
+            closed = c is not None and c not in self._open  # by close()
+        if c is not None and (closed or _dropped(c)):
+            self._forget(c)
+            c = None
+        reused = c is not None
+        if c is None:
+            c = self._local.connection = self._new_connection()
+        try:
+            try:
+                c.request(method, self._prefix + path, body=body, headers=headers)
+                r = c.getresponse()  # raises RemoteDisconnected when no answer came at all
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+                self._forget(c)
+                if reused:  # closed under us before any of the answer: send it once more
+                    return self._exchange(method, path, body, headers)
+                raise TransportError(e) from None
+            data = r.read()
+        except TransportError:
+            raise
+        except (OSError, http.client.HTTPException) as e:
+            self._forget(c)
+            raise TransportError(e) from None
+        if r.will_close:
+            self._forget(c)
+        return r, data
+
     def _call(self, method, path, body=None, headers=None):
-        """(status, headers, body bytes); raises GatescopeError for an error status."""
+        """(status, headers, body bytes); raises GatescopeError for an error status and
+        TransportError when no answer could be read."""
         h = dict(headers or {})
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
             h.setdefault("Content-Type", "application/json")
-        req = urllib.request.Request(self.url + path, data=body, method=method, headers=h)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self._ssl) as r:
-                return r.status, r.headers, r.read()
-        except urllib.error.HTTPError as e:
-            raw = e.read()
+        r, raw = self._exchange(method, path, body, h)
+        if r.status >= 300:  # the server never redirects
             try:
                 message = json.loads(raw)["error"]
             except (ValueError, KeyError, TypeError):
-                message = raw.decode(errors="replace").strip() or e.reason
-            raise GatescopeError(e.code, message) from None
+                message = raw.decode(errors="replace").strip() or r.reason
+            raise GatescopeError(r.status, message)
+        return r.status, r.headers, raw
 
     def _json(self, method, path, body=None):
         return json.loads(self._call(method, path, body)[2] or b"null")
