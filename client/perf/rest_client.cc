@@ -177,6 +177,9 @@ absl::StatusOr<RestReply> RestClient::Call(
       c->tcp().expires_at(deadline);
       ec = RunToEnd(c->ioc, [&](auto done) { c->tcp().async_connect(addresses, done); });
       if (ec) return Failure(ec, "connecting to " + endpoint_.authority);
+      // A request may go out as several writes (TLS records); none should wait for an ACK.
+      beast::error_code ignored;
+      c->tcp().socket().set_option(tcp::no_delay(true), ignored);
       if (c->secure) {
         // SNI names a host; an address literal is not sent (RFC 6066), only verified.
         if (!IsAddressLiteral(endpoint_.server_name) &&

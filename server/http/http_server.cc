@@ -357,6 +357,12 @@ void HttpServer::Impl::Accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
     if (!ec) {
+      // Each answer is written whole, so Nagle's algorithm only delays: over TLS a new
+      // connection's first answer otherwise waits behind the unacknowledged session tickets
+      // for the client's delayed ACK (about 40 ms per new HTTPS connection, measured with
+      // benchmarks/bench_python_client.py).
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
       if (connections.fetch_add(1) >= options.max_connections) {
         connections.fetch_sub(1);  // over the cap: closed at once (socket destructor)
       } else if (tls) {

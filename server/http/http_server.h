@@ -9,7 +9,8 @@
 // "Expect: 100-continue" is answered before the body is read. A request is handed to the
 // handler, which answers through its Respond, at once or later from any thread; the
 // connection reads its next request only after the answer is written. The answer to a HEAD
-// request is sent without its body (its Content-Length is the body's size).
+// request is sent without its body (its Content-Length is the body's size). Accepted
+// connections have TCP_NODELAY set: answers are written whole and never wait for an ACK.
 #pragma once
 
 #include <cstdint>
