@@ -3,15 +3,18 @@
 #include "server/http/http_server.h"
 
 #include <gtest/gtest.h>
+#include <netinet/tcp.h>
 
 #include <atomic>
 #include <optional>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "tests/unit/http/loopback_client.h"
@@ -218,6 +221,51 @@ TEST(HttpServer, HeadCheckRefusesBeforeTheBodyAndTheBudgetBoundsBodies) {
   }
   EXPECT_NE(ReadResponse(third).find("200"), std::string::npos);
   close(third);
+}
+
+// The server's end of a loopback connection, found among this process's descriptors by its
+// two ports; -1 if none.
+int ServerEndOf(int client_fd, int server_port) {
+  sockaddr_in mine{};
+  socklen_t len = sizeof(mine);
+  getsockname(client_fd, reinterpret_cast<sockaddr*>(&mine), &len);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    int fd = -1;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &fd) || fd == client_fd) continue;
+    sockaddr_in local{}, peer{};
+    socklen_t l = sizeof(local), p = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &l) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &p) != 0 ||
+        local.sin_family != AF_INET) {
+      continue;
+    }
+    if (ntohs(local.sin_port) == server_port && peer.sin_port == mine.sin_port) return fd;
+  }
+  return -1;
+}
+
+int NoDelay(int fd) {
+  int on = -1;
+  socklen_t len = sizeof(on);
+  EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len), 0);
+  return on;
+}
+
+TEST(HttpServer, AcceptedConnectionsSendWithoutNagleDelay) {
+  // Answers are written whole; with Nagle's algorithm a new TLS connection's first answer
+  // waited for the client's delayed ACK of the session tickets (about 40 ms).
+  auto server = HttpServer::Start("127.0.0.1", 0, [](HttpRequest request, HttpRespond respond) {
+                  respond(Echo(request));
+                }).value();
+  const int fd = Connect(server->port());
+  Send(fd, "GET /x HTTP/1.1\r\nHost: t\r\n\r\n");
+  ASSERT_NE(ReadResponse(fd).find("200 OK"), std::string::npos);  // accepted by now
+  const int server_end = ServerEndOf(fd, server->port());
+  ASSERT_GE(server_end, 0);
+  EXPECT_NE(NoDelay(server_end), 0);
+  EXPECT_EQ(NoDelay(fd), 0);  // the client's end, left as the system made it
+  close(fd);
+  server->Stop();
 }
 
 TEST(HttpServer, RefusesBadHostsAndTakenPorts) {
