@@ -7,6 +7,6 @@
     maps["rollout"]            # numpy float32 [grid_h, grid_w]
     client.infer("dgvit_fmnist", batch)["logits"]   # numpy, KServe v2 binary tensors
 """
-from gatescope_client.client import Client, GatescopeError
+from gatescope_client.client import Client, GatescopeError, TransportError, TransportTimeout
 
-__all__ = ["Client", "GatescopeError"]
+__all__ = ["Client", "GatescopeError", "TransportError", "TransportTimeout"]

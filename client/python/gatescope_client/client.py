@@ -4,7 +4,9 @@ beyond numpy; a TLS handshake per call would cost more than a small model's forw
 import base64
 import http.client
 import json
+import os
 import select
+import ssl
 import threading
 import urllib.error
 import urllib.parse
@@ -25,10 +27,25 @@ class GatescopeError(Exception):
         self.message = message
 
 
-# Raised when the server cannot be reached or a connection fails before the answer is read:
-# urllib.error.URLError (an OSError), its `reason` the underlying error (ConnectionError,
-# ssl.SSLError, TimeoutError, http.client.HTTPException), as urllib.request raises it.
-TransportError = urllib.error.URLError
+class TransportError(urllib.error.URLError):
+    """The server could not be reached, or a connection failed before the whole answer was
+    read: an OSError, a urllib.error.URLError (what the client raised when it called through
+    urllib), its `reason` the underlying error (ConnectionError, ssl.SSLError,
+    http.client.HTTPException)."""
+
+
+class TransportTimeout(TransportError, TimeoutError):
+    """No answer within the client's `timeout`; also a TimeoutError (socket.timeout)."""
+
+
+def _transport_error(error):
+    cls = TransportTimeout if isinstance(error, TimeoutError) else TransportError
+    return cls(error)
+
+
+# A reused connection failing with one of these before any of the answer arrived was closed
+# by the server while idle (or on the way): the request is sent once more.
+_CLOSED_UNDER_US = (http.client.RemoteDisconnected, ConnectionError, ssl.SSLEOFError)
 
 
 def _dropped(connection):
@@ -39,7 +56,9 @@ def _dropped(connection):
     if sock is None:
         return True
     try:
-        return bool(select.select([sock], [], [], 0)[0])
+        poller = select.poll()  # poll, not select: descriptors above 1024 work too
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
 
@@ -50,9 +69,12 @@ class Client:
     the bearer token when the server checks them. `timeout`: seconds per call.
 
     Each thread that calls keeps one HTTP/1.1 connection open across calls; `close()` (or
-    leaving a `with Client(...)` block) closes them all. A request is sent again on a new
-    connection only when a reused one turns out closed before any of the answer arrived
-    (the server closes idle connections after its request timeout)."""
+    leaving a `with Client(...)` block) closes them all. A forked child opens its own. A
+    request is sent again, once, on a new connection only when a reused connection ends
+    before any of its answer arrived: how the server's closing of an idle connection shows
+    (after 60 s), and the server answers every request it has read, so a request is not
+    carried out twice unless the server died under it. Proxy settings of the environment
+    are not used: the client connects to `url` itself."""
 
     def __init__(self, url="http://127.0.0.1:8000", token=None, ssl_context=None, timeout=60.0):
         self.url = url.rstrip("/")
@@ -62,10 +84,18 @@ class Client:
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http:// or https:// URL: {url!r}")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError(f"a server URL has no query, fragment or user: {url!r}")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port or (443 if self._https else 80)
         self._prefix = parts.path
+        self._start_process()
+
+    def _start_process(self):
+        """Connection state of this process: new, and none inherited through fork (a
+        parent's connection answers the parent)."""
+        self._pid = os.getpid()
         self._local = threading.local()  # .connection: this thread's, or None
         self._lock = threading.Lock()  # guards _open
         # Every thread's connection, for close(); weak, so that a finished thread's
@@ -79,8 +109,10 @@ class Client:
         self.close()
 
     def close(self):
-        """Closes every thread's connection (a call in flight on one fails); later calls open
-        new ones."""
+        """Closes every thread's connection; a call in flight on one may still complete or
+        fail. Later calls open new connections."""
+        if self._pid != os.getpid():
+            return self._start_process()
         with self._lock:
             open_now, self._open = list(self._open), weakref.WeakSet()
         for c in open_now:
@@ -94,6 +126,7 @@ class Client:
                                             context=self._ssl)
         else:
             c = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        c.auto_open = 0  # connected here only: a closed connection fails, never reopens
         with self._lock:
             self._open.add(c)
         return c
@@ -107,6 +140,8 @@ class Client:
 
     def _exchange(self, method, path, body, headers):
         """One request and its whole answer on this thread's connection: (response, bytes)."""
+        if self._pid != os.getpid():
+            self._start_process()
         c = getattr(self._local, "connection", None)
         with self._lock:
             closed = c is not None and c not in self._open  # by close()
@@ -114,30 +149,38 @@ class Client:
             self._forget(c)
             c = None
         reused = c is not None
-        if c is None:
-            c = self._local.connection = self._new_connection()
         try:
+            if c is None:
+                c = self._local.connection = self._new_connection()
+                c.connect()
             try:
                 c.request(method, self._prefix + path, body=body, headers=headers)
                 r = c.getresponse()  # raises RemoteDisconnected when no answer came at all
-            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+            except _CLOSED_UNDER_US as e:
                 self._forget(c)
                 if reused:  # closed under us before any of the answer: send it once more
                     return self._exchange(method, path, body, headers)
-                raise TransportError(e) from None
+                raise _transport_error(e) from e
             data = r.read()
         except TransportError:
             raise
         except (OSError, http.client.HTTPException) as e:
-            self._forget(c)
-            raise TransportError(e) from None
+            if c is not None:
+                self._forget(c)
+            raise _transport_error(e) from e
+        except BaseException:
+            # Interrupted part-way (KeyboardInterrupt, a bad header value): the connection
+            # is in an unknown state, so the next call gets a new one.
+            if c is not None:
+                self._forget(c)
+            raise
         if r.will_close:
             self._forget(c)
         return r, data
 
     def _call(self, method, path, body=None, headers=None):
         """(status, headers, body bytes); raises GatescopeError for an error status and
-        TransportError when no answer could be read."""
+        TransportError (TransportTimeout) when no whole answer could be read."""
         h = dict(headers or {})
         if self.token:
             h["Authorization"] = f"Bearer {self.token}"
