@@ -173,10 +173,16 @@ def api_flags(api):
             "kserve-streaming": ["--api", "kserve", "--streaming"], "rest": ["--api", "rest"]}[api]
 
 
-def run_perf(address, model, cores, concurrency, inputs, window_ms, api="gatescope"):
+def run_perf(address, model, cores, concurrency, inputs, window_ms, api="gatescope",
+             warmup_ms=1000, max_windows=6, stability=None):
+    """gatescope-perf's result row (a dict) at `concurrency`, pinned to `cores`: after
+    `warmup_ms`, windows of `window_ms` until three agree within `stability` (its default
+    when None) or `max_windows` have run."""
     cmd = ["taskset", "-c", cores, str(BUILD / "client" / "gatescope-perf"), "--server",
            address, "--model", model, *api_flags(api), "--concurrency", str(concurrency),
-           "--warmup-ms", "1000", "--window-ms", str(window_ms), "--max-windows", "6", *inputs]
+           "--warmup-ms", str(warmup_ms), "--window-ms", str(window_ms),
+           "--max-windows", str(max_windows),
+           *(["--stability", str(stability)] if stability is not None else []), *inputs]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     if not rows:
@@ -184,8 +190,11 @@ def run_perf(address, model, cores, concurrency, inputs, window_ms, api="gatesco
     return rows[-1]
 
 
-def serve_and_measure(repo, model, flags, args, levels, inputs, work):
-    from server_harness import start_server, stop_server
+def start_pinned_server(repo, flags, args, work):
+    """(the running server, the address gatescope-perf calls for --api/--transport): the
+    server on `repo` with `flags`, pinned to --server-cores (its forwards on --forward-cpus
+    when given), one instance, --threads Torch threads; `work` is created for its files."""
+    from server_harness import start_server
     work.mkdir()
     placement = [f"--forward_cpus={args.forward_cpus}"] if args.forward_cpus else []
     socket = work / "grpc.sock"
@@ -196,6 +205,12 @@ def serve_and_measure(repo, model, flags, args, levels, inputs, work):
     address = f"unix:{socket}" if args.transport == "unix" else server.address
     if args.api == "rest":
         address = f"127.0.0.1:{server.http_port}"
+    return server, address
+
+
+def serve_and_measure(repo, model, flags, args, levels, inputs, work):
+    from server_harness import stop_server
+    server, address = start_pinned_server(repo, flags, args, work)
     try:
         return {c: run_perf(address, model, args.client_cores, c, inputs, args.window_ms,
                             args.api)

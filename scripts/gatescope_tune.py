@@ -157,38 +157,51 @@ def vocabulary_size(path, meta):
     return Tokenizer.from_archive(path, meta).vocab_size
 
 
-def measure(path, batches, seconds, tokens=0):
-    """Times `path`'s forward at each batch size (None: default_batches of its own
-    max_batch_size, else 128); text models at `tokens` pieces per row (0: max_tokens).
-    Returns (summaries, per-batch forward latencies in ms, the pieces per text row or None
-    for an image model)."""
+def load_model(path, tokens=0):
+    """(TorchScript module in eval mode, its gatescope.json metadata, the pieces per text row
+    or None for an image model, its vocabulary size or None) for `path`; text models at
+    `tokens` pieces per row (0: max_tokens)."""
     import torch
     files = {"gatescope.json": ""}
     model = torch.jit.load(str(path), _extra_files=files)
     model.eval()
     meta = json.loads(files["gatescope.json"])
     tokens = text_tokens(meta, tokens) if meta["task"] == "text_classification" else None
-    vocab_size = vocabulary_size(path, meta)
+    return model, meta, tokens, vocabulary_size(path, meta)
+
+
+def time_forward(model, x, batch, seconds):
+    """Times `model(*x)` (a batch of `batch` rows) for at least `seconds` and MIN_CALLS calls,
+    after WARMUP_CALLS untimed ones; the caller holds torch.inference_mode. Returns (summary,
+    every forward's latency in ms)."""
+    for _ in range(WARMUP_CALLS):
+        model(*x)
+    times = []
+    start = time.perf_counter()
+    while len(times) < MIN_CALLS or time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        model(*x)
+        times.append((time.perf_counter() - t0) * 1000)
+    return ({"batch": batch, "images_per_s": batch * len(times) / (sum(times) / 1000),
+             "p50_ms": percentile(times, 0.50), "p99_ms": percentile(times, 0.99),
+             "forwards": len(times)}, times)
+
+
+def measure(path, batches, seconds, tokens=0):
+    """Times `path`'s forward at each batch size (None: default_batches of its own
+    max_batch_size, else 128); text models at `tokens` pieces per row (0: max_tokens).
+    Returns (summaries, per-batch forward latencies in ms, the pieces per text row or None
+    for an image model)."""
+    import torch
+    model, meta, tokens, vocab_size = load_model(path, tokens)
     batches = batches or default_batches(meta.get("max_batch_size") or 128)
     torch.manual_seed(0)
     summaries, latencies = [], {}
     with torch.inference_mode():
         for batch in batches:
-            x = example_inputs(meta, batch, tokens, vocab_size)
-            for _ in range(WARMUP_CALLS):
-                model(*x)
-            times = []
-            start = time.perf_counter()
-            while len(times) < MIN_CALLS or time.perf_counter() - start < seconds:
-                t0 = time.perf_counter()
-                model(*x)
-                times.append((time.perf_counter() - t0) * 1000)
-            summaries.append({"batch": batch,
-                              "images_per_s": batch * len(times) / (sum(times) / 1000),
-                              "p50_ms": percentile(times, 0.50),
-                              "p99_ms": percentile(times, 0.99),
-                              "forwards": len(times)})
-            latencies[batch] = times
+            summary, latencies[batch] = time_forward(
+                model, example_inputs(meta, batch, tokens, vocab_size), batch, seconds)
+            summaries.append(summary)
     return summaries, latencies, tokens
 
 

@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""The server's throughput against the model's own, measured in alternating short slots.
+
+benchmarks/bench_serving.py measures a model's in-process forward once and then serves it
+for about a minute, so its ratios assume the machine keeps one speed for that minute. A
+shared VM does not: on the 2-vCPU CI-class VM the same in-process forward has run at 700 and
+at 1,300 images/s a few seconds apart (docs/benchmarks.md, "Paired slots on a VM whose speed
+moves"), and bench_serving's ratios moved from 45 % to 149 % between rounds. This benchmark
+asks the same questions with the drift taken out:
+
+- the model's in-process forward runs in a worker process that stays loaded for the whole
+  run (TorchScript, the tuner's random inputs and timing loop, the server's jemalloc
+  configuration, --threads Torch threads), pinned to the server's forward cores;
+- the server runs beside it on a repository of that model alone, pinned as in
+  bench_serving.py (first unbatched: a copy of the model without its config.pbtxt and
+  --max_batch_size=1; then with dynamic batching as shipped), loaded by gatescope-perf on
+  --client-cores;
+- the two take turns, one --slot-seconds slot each, in the order in-process, served, served,
+  in-process, in-process, served, ... (so a steady drift favours neither side), while the
+  other side waits idle (the worker blocked on its pipe, the server with no calls);
+- every served slot is divided by the in-process slot next to it (its pair): unbatched
+  requests/s at concurrency 8 against the batch-1 forward, dynamic requests/s at concurrency
+  2 x max_batch_size (at most 128) against the faster of the two best batch sizes up to the
+  served max_batch_size (found by a sweep of every batch size at the start, each size timed
+  on the way up and again on the way down).
+
+Prints per model every pair, then the median ratio with its quartiles, the pooled ratio
+(all served requests over all in-process images), and how far the in-process rate itself
+moved (fastest / slowest slot): a narrow quartile range with a wide in-process spread is
+the drift taken out; a wide quartile range means the VM moved within a slot.
+
+Usage: /usr/bin/python3 benchmarks/bench_serving_paired.py [--models vit_fmnist,...]
+       [--server-cores 0] [--forward-cpus ""] [--client-cores 1] [--threads 1]
+       [--pairs 8] [--slot-seconds 1.0] [--delay-us 1000]
+       [--transport tcp|unix] [--api gatescope|kserve|kserve-streaming|rest]
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_serving import (APIS, TRANSPORTS, add_client_arguments,  # noqa: E402
+                           check_client_arguments, run_perf, served_batching,
+                           shipped_models, start_pinned_server, text_inputs, write_inputs)
+
+WARMUP_MS = 300  # gatescope-perf's warm-up in each served slot: its connections and threads
+
+
+class ForwardWorker:
+    """The model's in-process forward in a process of its own, pinned to `cores` under the
+    server's allocator; `rate(batch, seconds)` times one slot. Owned by one thread."""
+
+    def __init__(self, path, cores, threads, tokens):
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from bench_allocators import ALLOCATORS
+        env = dict(os.environ, **ALLOCATORS["jemalloc-server"])
+        self.proc = subprocess.Popen(
+            ["taskset", "-c", cores, sys.executable, str(pathlib.Path(__file__).resolve()),
+             "--forward-worker", str(path), "--threads", str(threads),
+             "--text-tokens", str(tokens)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.meta = self._answer()
+
+    def _answer(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"forward worker exited with {self.proc.wait()}")
+        return json.loads(line)
+
+    def rate(self, batch, seconds):
+        """The tuner's summary of `batch`'s forward timed for `seconds` (images_per_s, ...)."""
+        self.proc.stdin.write(f"{batch} {seconds}\n")
+        self.proc.stdin.flush()
+        return self._answer()
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def forward_worker(path, threads, tokens):
+    """The worker's side: prints the model's metadata, then for each "BATCH SECONDS" line on
+    stdin one JSON summary of that batch's forward (scripts/gatescope_tune.py's timing)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import torch
+    from gatescope import ops
+    from gatescope_tune import example_inputs, jemalloc_mapped, load_model, time_forward
+    if not jemalloc_mapped():
+        sys.exit("forward worker: jemalloc is not mapped although it was preloaded")
+    torch.set_num_threads(threads)
+    ops.load()
+    model, meta, tokens, vocab_size = load_model(path, tokens)
+    torch.manual_seed(0)
+    inputs = {}
+    print(json.dumps({"max_batch_size": meta.get("max_batch_size") or 128, "task": meta["task"],
+                      "text_tokens": tokens}), flush=True)
+    with torch.inference_mode():
+        for line in sys.stdin:
+            batch, seconds = int(line.split()[0]), float(line.split()[1])
+            if batch not in inputs:
+                inputs[batch] = example_inputs(meta, batch, tokens, vocab_size)
+            summary, _ = time_forward(model, inputs[batch], batch, seconds)
+            print(json.dumps(summary), flush=True)
+
+
+def sweep_batches(worker, batches, seconds):
+    """The summary of each batch size's forward, timed twice (every size in ascending order,
+    then in descending order, so that a steady drift weighs on every size alike) with the
+    mean of the two rates."""
+    up = [worker.rate(b, seconds) for b in batches]
+    down = {b: worker.rate(b, seconds)["images_per_s"] for b in reversed(batches)}
+    return [dict(s, images_per_s=(s["images_per_s"] + down[s["batch"]]) / 2) for s in up]
+
+
+def served_slot(address, model, args, concurrency, inputs):
+    """gatescope-perf for about one slot: a short warm-up, then three windows reported
+    together; the result row."""
+    window_ms = max(1, int(args.slot_seconds * 1000 / 3))
+    return run_perf(address, model, args.client_cores, concurrency, inputs, window_ms,
+                    args.api, warmup_ms=WARMUP_MS, max_windows=3, stability=1)
+
+
+def alternate(pairs, in_process, served):
+    """Runs `pairs` (in-process, served) pairs in the order C S, S C, C S, ... and returns
+    [(in-process value, served value, served row)]; `in_process()` returns a rate, `served()`
+    a gatescope-perf row."""
+    out = []
+    for i in range(pairs):
+        if i % 2 == 0:
+            c = in_process()
+            row = served()
+        else:
+            row = served()
+            c = in_process()
+        out.append((c, row["throughput"], row))
+    return out
+
+
+def ratio_summary(pairs):
+    """{median, q1, q3, pooled, spread} of the served / in-process ratios of `pairs`."""
+    ratios = sorted(s / c for c, s, _ in pairs)
+    q1, _, q3 = (statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1
+                 else (ratios[0],) * 3)
+    cs = [c for c, _, _ in pairs]
+    return {"median": statistics.median(ratios), "q1": q1, "q3": q3,
+            "pooled": sum(s for _, s, _ in pairs) / sum(cs), "spread": max(cs) / min(cs)}
+
+
+def errors_of(row):
+    return sum(row["errors"].values())
+
+
+def print_pairs(name, what_c, what_s, pairs):
+    print(f"\n{name}: | pair | {what_c} /s | {what_s} req/s | ratio |")
+    for i, (c, s, row) in enumerate(pairs):
+        note = f" ({errors_of(row)} errors)" if errors_of(row) else ""
+        print(f"| {i + 1} | {c:.1f} | {s:.1f}{note} | {100 * s / c:.0f} % |")
+    r = ratio_summary(pairs)
+    print(f"{name}: median {100 * r['median']:.0f} % (quartiles {100 * r['q1']:.0f} - "
+          f"{100 * r['q3']:.0f} %), pooled {100 * r['pooled']:.0f} %; in-process fastest / "
+          f"slowest slot {r['spread']:.2f}x")
+    return r
+
+
+def measure_model(model, args, tmp):
+    from gatescope.export.archive import read_metadata
+    from server_harness import stop_server
+    path = ROOT / "model_repository" / model / "1" / "model.pt"
+    task = read_metadata(path)["task"]
+    tokens = 0
+    if task == "text_classification":
+        inputs, tokens = text_inputs(model, tmp / model / "inputs")
+        print(f"\n{model}: {len(inputs)} held-out texts of {tokens} pieces each")
+    else:
+        inputs = write_inputs(task, tmp / model / "inputs")
+    # Repositories of this model alone (a copy, as shipped, and a copy without its
+    # config.pbtxt, so nothing batches): no other model loads or warms up beside the slots.
+    shipped, bare = tmp / model / "shipped", tmp / model / "bare"
+    shutil.copytree(ROOT / "model_repository" / model, shipped / model)
+    shutil.copytree(ROOT / "model_repository" / model, bare / model,
+                    ignore=shutil.ignore_patterns("config.pbtxt"))
+    worker = ForwardWorker(path, args.forward_cpus or args.server_cores, args.threads, tokens)
+    failed = 0
+    try:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from gatescope_tune import default_batches
+        model_max = worker.meta["max_batch_size"]
+        sweep = sweep_batches(worker, default_batches(model_max), args.slot_seconds)
+        batch, delay_us, source = served_batching(ROOT / "model_repository" / model,
+                                                  max(s["batch"] for s in sweep), args.delay_us)
+        best = sorted((s for s in sweep if s["batch"] <= batch),
+                      key=lambda s: -s["images_per_s"])[:2]
+        print(f"\n### {model}\n\nIn-process sweep: " + ", ".join(
+            f"b{s['batch']} {s['images_per_s']:.1f}/s" for s in sweep))
+        print(f"dynamic = max_batch_size {batch}, max_queue_delay {delay_us} us ({source}); "
+              f"its in-process ceiling per slot: the faster of b{best[0]['batch']}"
+              + (f" and b{best[1]['batch']}" if len(best) > 1 else ""))
+
+        def ceiling():
+            return max(worker.rate(s["batch"], args.slot_seconds / len(best))["images_per_s"]
+                       for s in best)
+
+        results = {}
+        for mode, repo, flags, concurrency, in_process in (
+                ("unbatched", bare, ["--max_batch_size=1"], 8,
+                 lambda: worker.rate(1, args.slot_seconds)["images_per_s"]),
+                ("dynamic", shipped,
+                 [f"--max_batch_size={model_max}", f"--max_queue_delay_us={args.delay_us}"],
+                 min(128, 2 * batch), ceiling)):
+            server, address = start_pinned_server(repo, flags, args, tmp / model / mode)
+            try:
+                served_slot(address, model, args, concurrency, inputs)  # warms the server
+                pairs = alternate(args.pairs, in_process,
+                                  lambda: served_slot(address, model, args, concurrency, inputs))
+            finally:
+                stop_server(server)
+            failed += sum(errors_of(row) for _, _, row in pairs)
+            results[mode] = print_pairs(
+                f"{mode} (concurrency {concurrency})",
+                "in-process b1" if mode == "unbatched" else "in-process best",
+                "served", pairs)
+    finally:
+        worker.close()
+    return results, failed
+
+
+def cell(r):
+    return (f"{100 * r['median']:.0f} % ({100 * r['q1']:.0f} - {100 * r['q3']:.0f}); "
+            f"{100 * r['pooled']:.0f} %; {r['spread']:.2f}x")
+
+
+def main():
+    if "--forward-worker" in sys.argv:
+        w = argparse.ArgumentParser()
+        w.add_argument("--forward-worker", type=pathlib.Path)
+        w.add_argument("--threads", type=int)
+        w.add_argument("--text-tokens", type=int)
+        a = w.parse_args()
+        forward_worker(a.forward_worker, a.threads, a.text_tokens)
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="", help="comma-separated; default: every shipped model")
+    ap.add_argument("--server-cores", default="0", help="taskset CPU list of the server")
+    ap.add_argument("--forward-cpus", default="",
+                    help="the server's --forward_cpus (within --server-cores); the in-process "
+                         "worker then runs there")
+    ap.add_argument("--client-cores", default="1", help="taskset CPU list of gatescope-perf")
+    ap.add_argument("--threads", type=int, default=1, help="Torch threads, in-process and served")
+    ap.add_argument("--pairs", type=int, default=8,
+                    help="in-process / served pairs per model and batching mode")
+    ap.add_argument("--slot-seconds", type=float, default=1.0,
+                    help="length of each slot (and of each batch size of the sweep)")
+    ap.add_argument("--delay-us", type=int, default=1000,
+                    help="batching delay of a model without config.pbtxt")
+    add_client_arguments(ap)
+    args = ap.parse_args()
+    check_client_arguments(ap, args)
+    if args.pairs < 1 or args.slot_seconds <= 0:
+        ap.error("--pairs must be at least 1 and --slot-seconds positive")
+    models = args.models.split(",") if args.models else shipped_models()
+    forward_cores = args.forward_cpus or args.server_cores
+    print(f"Server on cores {args.server_cores}, gatescope-perf on cores {args.client_cores}, "
+          f"in-process forward on cores {forward_cores}, {args.threads} Torch thread(s), "
+          f"1 instance; {APIS[args.api]} over {TRANSPORTS[args.transport]}; {args.pairs} "
+          f"pairs of {args.slot_seconds:g} s slots per model and mode")
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="gatescope_paired_"))
+    summary, failed = [], 0
+    try:
+        for model in models:
+            results, errors = measure_model(model, args, tmp)
+            summary.append((model, results))
+            failed += errors
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("\nEach cell: median served / in-process ratio over the pairs (quartiles); pooled "
+          "ratio; in-process fastest / slowest slot\n")
+    print("| model | unbatched / in-process b1 | dynamic / in-process best |")
+    print("| --- | --- | --- |")
+    for model, r in summary:
+        print(f"| {model} | {cell(r['unbatched'])} | {cell(r['dynamic'])} |")
+    if failed:
+        print(f"\n{failed} served requests failed", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
