@@ -83,7 +83,9 @@ def child(model_name, batches, seconds):
 
 
 def run_child(allocator, model, batches, core, seconds):
-    env = dict(os.environ, **ALLOCATORS[allocator], OMP_NUM_THREADS="1")
+    from gatescope import blas_core  # every allocator on OpenBLAS's kernels as the server's
+    env = dict(os.environ, **ALLOCATORS[allocator], OMP_NUM_THREADS="1",
+               **blas_core.server_environment())
     cmd = ["taskset", "-c", str(core), "/usr/bin/python3", __file__, "--child", model,
            "--batches", ",".join(map(str, batches)), "--seconds", str(seconds)]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)

@@ -55,12 +55,16 @@ WARMUP_MS = 300  # gatescope-perf's warm-up in each served slot: its connections
 
 class ForwardWorker:
     """The model's in-process forward in a process of its own, pinned to `cores` under the
-    server's allocator; `rate(batch, seconds)` times one slot. Owned by one thread."""
+    server's allocator and OpenBLAS kernels; `rate(batch, seconds)` times one slot. Owned by
+    one thread."""
 
-    def __init__(self, path, cores, threads, tokens):
+    def __init__(self, path, cores, threads, tokens, blas_env=None):
+        """`blas_env`: OpenBLAS's variables for the worker (default: the server's choice)."""
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from bench_allocators import ALLOCATORS
-        env = dict(os.environ, **ALLOCATORS["jemalloc-server"])
+        from gatescope import blas_core
+        env = dict(os.environ, **ALLOCATORS["jemalloc-server"],
+                   **(blas_core.server_environment() if blas_env is None else blas_env))
         self.proc = subprocess.Popen(
             ["taskset", "-c", cores, sys.executable, str(pathlib.Path(__file__).resolve()),
              "--forward-worker", str(path), "--threads", str(threads),

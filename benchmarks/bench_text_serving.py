@@ -37,11 +37,14 @@ from gatescope.text_tokenizer import Tokenizer  # noqa: E402
 def as_the_server_runs():
     """Re-executes this script under the server's allocator (jemalloc configured as
     server/allocator.cc does: bench_allocators' `jemalloc-server`) with OpenBLAS on one
-    thread, as the server sets it: glibc's malloc unmaps large blocks on every free, which
-    alone makes the in-process forward several times slower than the server's."""
+    thread and its kernels as the server chooses them (gatescope.blas_core): glibc's malloc
+    unmaps large blocks on every free, which alone makes the in-process forward several
+    times slower than the server's."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_allocators import ALLOCATORS
-    env = dict(ALLOCATORS["jemalloc-server"], OPENBLAS_NUM_THREADS="1")
+    from gatescope import blas_core
+    env = dict(ALLOCATORS["jemalloc-server"], OPENBLAS_NUM_THREADS="1",
+               **blas_core.server_environment())
     if all(os.environ.get(k) == v for k, v in env.items()):
         return
     os.execve(sys.executable, [sys.executable, str(pathlib.Path(__file__).resolve()),

@@ -95,13 +95,16 @@ def percentile(values, q):
 
 def under_the_server_s_allocator():
     """Re-executes this script with jemalloc preloaded and configured as the server
-    configures it (the `jemalloc-server` entry of benchmarks/bench_allocators.py); returns
-    when that is already so."""
+    configures it (the `jemalloc-server` entry of benchmarks/bench_allocators.py), and with
+    OpenBLAS's kernels as the server chooses them (gatescope.blas_core); returns when that
+    is already so."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from bench_allocators import ALLOCATORS
-    server = ALLOCATORS["jemalloc-server"]
+    from gatescope import blas_core
+    server = dict(ALLOCATORS["jemalloc-server"], **blas_core.server_environment())
     if (server["LD_PRELOAD"] in os.environ.get("LD_PRELOAD", "")
-            and os.environ.get("MALLOC_CONF") == server["MALLOC_CONF"]):
+            and os.environ.get("MALLOC_CONF") == server["MALLOC_CONF"]
+            and blas_core.VARIABLE not in server):  # present only when not yet set
         return
     if not pathlib.Path(server["LD_PRELOAD"]).exists():
         sys.exit(f"{server['LD_PRELOAD']} not found: the server's allocator (libjemalloc2, "

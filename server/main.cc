@@ -26,6 +26,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "server/allocator.h"
+#include "server/app/blas_core.h"
 #include "server/app/library_logs.h"
 #include "server/app/server.h"
 #include "server/common/cpu_list.h"
@@ -346,6 +347,7 @@ int Run() {
     return kUsageError;
   }
   GS_LOG(INFO) << "allocator: " << DescribeAllocator();
+  GS_LOG(INFO) << "BLAS: " << DescribeBlasCore();
   auto server = Server::Start(*options);
   if (!server.ok()) {
     GS_LOG(ERROR) << server.status();
@@ -370,6 +372,8 @@ int Run() {
 }  // namespace gatescope
 
 int main(int argc, char** argv) {
+  // Before anything else: may replace this process with itself (blas_core.h says why).
+  gatescope::ReexecWithBetterOpenBlasCore(argv);
   gatescope::ParseFlagsOrExit(argc, argv);
   return gatescope::Run();
 }

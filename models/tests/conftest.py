@@ -1,9 +1,13 @@
 import pathlib
 
 import pytest
-import torch
 
-from gatescope import paths
+from gatescope import blas_core, paths
+
+# OpenBLAS's kernels as gatescope-server chooses them, before torch loads OpenBLAS: results
+# compared with the server's then come from the same kernels.
+blas_core.use_server_blas_core()
+import torch  # noqa: E402
 
 CHECKOUT = pathlib.Path(__file__).resolve().parents[2]
 if paths.CHECKOUT != CHECKOUT:

@@ -1,8 +1,12 @@
 """Fixtures for the end-to-end tests (helpers live in server_harness.py)."""
 import pytest
 
-from gatescope import paths
-from server_harness import REPO, start_server, stop_server
+from gatescope import blas_core, paths
+
+# OpenBLAS's kernels as gatescope-server chooses them, before any test module imports torch:
+# the in-process results compared with the server's then come from the same kernels.
+blas_core.use_server_blas_core()
+from server_harness import REPO, start_server, stop_server  # noqa: E402
 
 if paths.CHECKOUT != REPO:
     # The package is installed in editable mode from one checkout at a time.

@@ -1,0 +1,84 @@
+"""OpenBLAS's kernels: gatescope-server forces a better core than OpenBLAS's own generic
+choice on a CPU the library does not know (server/app/blas_core.h), a user's
+OPENBLAS_CORETYPE stands, and the Python side (gatescope.blas_core, which the tuner, the
+benchmarks and these tests load OpenBLAS by) chooses exactly as the server does."""
+import os
+
+import pytest
+
+from gatescope import blas_core
+from server_harness import start_server, stop_server
+
+AVX512_BF16 = "fpu sse2 fma avx avx2 avx512f avx512dq avx512cd avx512bw avx512vl avx512_bf16"
+
+
+@pytest.mark.parametrize("detected,flags,want", [
+    ("Prescott", AVX512_BF16, "Cooperlake"),
+    ("Prescott", AVX512_BF16.replace(" avx512_bf16", ""), "SkylakeX"),
+    ("CORE2", "sse2 fma avx avx2", "Haswell"),
+    ("Sandybridge", "sse2 avx", None),            # no AVX2: OpenBLAS's choice stands
+    ("Prescott", "avx2 avx512f", None),           # no FMA
+    ("Prescott", "xavx2 fma", None),              # flags are whole words
+    ("Haswell", AVX512_BF16, None),               # an AVX2 core OpenBLAS chose itself
+    ("Zen", AVX512_BF16, None),
+    ("a core a newer OpenBLAS names", AVX512_BF16, None),
+    ("Prescott", "fma avx2 avx512f avx512dq avx512cd avx512bw", "Haswell"),  # no VL
+])
+def test_the_rule_is_the_server_s(detected, flags, want):
+    # The same cases as tests/unit/app/blas_core_test.cc.
+    assert blas_core.better_core(detected, flags) == want
+
+
+def server_blas_line(tmp_path, monkeypatch, coretype):
+    """The server's start-up log line about its BLAS, started with OPENBLAS_CORETYPE unset
+    (coretype None) or set to `coretype`, on an empty repository."""
+    if coretype is None:
+        monkeypatch.delenv(blas_core.VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(blas_core.VARIABLE, coretype)
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    server = start_server(tmp_path, repo)
+    pid = server.proc.pid
+    environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    assert stop_server(server) == 0, server.log()  # the process started answers SIGINT
+    lines = [line for line in server.log().splitlines() if "] BLAS: " in line]
+    assert len(lines) == 1, server.log()
+    return lines[0].split("] BLAS: ", 1)[1], environ
+
+
+def test_the_server_forces_the_core_python_chooses_when_openblas_falls_back(
+        tmp_path, monkeypatch):
+    detected = blas_core.detected_core()
+    assert detected, "scripts/setup.sh installs OpenBLAS as the BLAS Debian's LibTorch links"
+    better = blas_core.better_core(detected, blas_core.cpu_flags())
+    line, environ = server_blas_line(tmp_path, monkeypatch, None)
+    if better:
+        # This machine's OpenBLAS took the CPU for an older one: the server re-executed
+        # itself (same pid, which the harness signalled) with the better core.
+        assert line == (f"OpenBLAS core {better} (set by gatescope: OpenBLAS took this CPU "
+                        f"for {detected})")
+        assert f"{blas_core.VARIABLE}={better}".encode() in environ
+    else:
+        assert line == f"OpenBLAS core {detected} (OpenBLAS's choice for this CPU)"
+        assert not any(v.startswith(blas_core.VARIABLE.encode()) for v in environ)
+
+
+def test_a_user_s_openblas_coretype_stands(tmp_path, monkeypatch):
+    # Prescott: kernels every x86-64 CPU runs, and never the server's own choice.
+    line, _ = server_blas_line(tmp_path, monkeypatch, "Prescott")
+    assert line == f"OpenBLAS core Prescott ({blas_core.VARIABLE}=Prescott)"
+
+
+def test_this_test_process_loaded_openblas_as_the_server_would():
+    # conftest.py sets OPENBLAS_CORETYPE before torch loads OpenBLAS; a server started from
+    # this environment keeps a set variable, else applies the rule.
+    import ctypes
+    import torch  # noqa: F401  (loads OpenBLAS, if nothing has yet)
+    lib = ctypes.CDLL("libblas.so.3")
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    used = lib.openblas_get_corename().decode().strip()
+    detected = blas_core.detected_core()
+    server_would = (os.environ.get(blas_core.VARIABLE)
+                    or blas_core.better_core(detected, blas_core.cpu_flags()) or detected)
+    assert used.lower() == server_would.lower()
