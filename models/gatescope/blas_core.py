@@ -3,13 +3,13 @@
 Debian's torch runs its matrix products on OpenBLAS, which picks its kernels from the CPU's
 model number when the library loads. On a CPU newer than the library (Debian 12 ships
 OpenBLAS 0.3.21; e.g. Intel family 6 model 207) it takes its generic SSE3 "Prescott"
-kernels although the CPU runs AVX-512, and the shipped models' forwards run 1.3-2.6x slower
+kernels although the CPU runs AVX-512, and the shipped models' forwards run 1.3-2.7x slower
 (docs/performance.md, "OpenBLAS on a CPU it does not know"). The server forces
 OPENBLAS_CORETYPE, OpenBLAS's documented override, by the rule of server/app/blas_core.h,
 which `better_core` repeats. A Python process that compares itself with the server (the
 tuner, the benchmarks, the tests) must load OpenBLAS the same way, and the variable is read
-only when the library loads: call `use_server_blas_core()` before anything imports torch, or
-give a child process `server_environment()`.
+only when the library loads: call `use_server_blas_core()` before anything loads it (torch,
+numpy and scipy all do), or give a child process `server_environment()`.
 
 Run as a script it prints the core the server would force here (an empty line for none).
 """
@@ -91,13 +91,24 @@ def server_environment():
     return {VARIABLE: better} if better else {}
 
 
+def openblas_loaded():
+    """Whether this process has loaded OpenBLAS already (torch, numpy and scipy all link it
+    through libblas.so.3), so that its kernels are chosen."""
+    try:
+        with open("/proc/self/maps") as f:
+            return any("openblas" in line for line in f)
+    except OSError:
+        return False
+
+
 def use_server_blas_core():
-    """Sets this process's OPENBLAS_CORETYPE as the server would; must run before torch is
-    imported (a RuntimeError otherwise: OpenBLAS would already have chosen)."""
+    """Sets this process's OPENBLAS_CORETYPE as the server would; must run before anything
+    loads OpenBLAS (torch, numpy, scipy): a RuntimeError otherwise, when the server would
+    choose another core."""
     env = server_environment()
-    if env and "torch" in sys.modules:
-        raise RuntimeError("use_server_blas_core() after torch was imported: OpenBLAS has "
-                           "already chosen its kernels")
+    if env and openblas_loaded():
+        raise RuntimeError("use_server_blas_core() after OpenBLAS was loaded (by torch, numpy "
+                           "or scipy): its kernels are already chosen")
     os.environ.update(env)
 
 

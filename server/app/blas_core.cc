@@ -1,6 +1,7 @@
 #include "server/app/blas_core.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,6 +32,28 @@ bool WithoutAvx2Kernels(std::string_view core) {
       "opteron", "opteron(sse3)", "barcelona", "nano", "sandybridge", "bobcat",
       "bulldozer", "piledriver", "steamroller"};
   return kCores->contains(absl::AsciiStrToLower(absl::string_view(core.data(), core.size())));
+}
+
+// What the re-executed process was told OpenBLAS detected (GATESCOPE_OPENBLAS_DETECTED),
+// taken out of the environment by ReexecWithBetterOpenBlasCore so that nothing inherits it;
+// written once before any thread of ours starts, read after.
+std::string& DetectedBeforeReexec() {
+  static auto* const detected = new std::string;
+  return *detected;
+}
+
+// Whether /proc/self/exe is this program's own file: not so when a wrapper runs it (the
+// dynamic loader invoked by hand, valgrind, qemu-user), whose re-execution would not start
+// the server.
+bool ExeIsThisProgram() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ExeIsThisProgram), &info) == 0 ||
+      info.dli_fname == nullptr) {
+    return false;
+  }
+  struct stat program {}, exe {};
+  return stat(info.dli_fname, &program) == 0 && stat("/proc/self/exe", &exe) == 0 &&
+         program.st_dev == exe.st_dev && program.st_ino == exe.st_ino;
 }
 
 // The "flags" line of /proc/cpuinfo (its first processor's), or empty.
@@ -78,11 +101,21 @@ std::string OpenBlasCoreName() {
 }
 
 void ReexecWithBetterOpenBlasCore(char** argv) {
+  if (const char* detected = std::getenv(kDetectedVariable); detected != nullptr) {
+    DetectedBeforeReexec() = detected;
+    unsetenv(kDetectedVariable);
+  }
   if (std::getenv(kCoreTypeVariable) != nullptr) return;
   const std::string detected = OpenBlasCoreName();
   if (detected.empty()) return;
   const std::string better = BetterOpenBlasCore(detected, CpuFlags());
   if (better.empty()) return;
+  if (!ExeIsThisProgram()) {
+    std::cerr << "gatescope-server: OpenBLAS took this CPU for " << detected
+              << "; run under a wrapper, the server cannot re-execute itself with "
+              << kCoreTypeVariable << "=" << better << ": set it in the environment\n";
+    return;
+  }
   if (setenv(kCoreTypeVariable, better.c_str(), 1) != 0 ||
       setenv(kDetectedVariable, detected.c_str(), 1) != 0) {
     return;
@@ -98,16 +131,21 @@ void ReexecWithBetterOpenBlasCore(char** argv) {
 std::string DescribeBlasCore() {
   const std::string core = OpenBlasCoreName();
   if (core.empty()) return "not OpenBLAS";
-  const char* detected = std::getenv(kDetectedVariable);
+  const std::string& detected = DetectedBeforeReexec();
   const char* forced = std::getenv(kCoreTypeVariable);
-  if (detected != nullptr && forced != nullptr) {
-    return absl::StrCat("OpenBLAS core ", core, " (set by gatescope: OpenBLAS took this CPU for ",
-                        detected, ")");
+  if (forced == nullptr) {
+    return absl::StrCat("OpenBLAS core ", core, " (OpenBLAS's choice for this CPU)");
   }
-  if (forced != nullptr) {
-    return absl::StrCat("OpenBLAS core ", core, " (", kCoreTypeVariable, "=", forced, ")");
+  const bool took = absl::EqualsIgnoreCase(core, forced);
+  if (!detected.empty()) {
+    return took ? absl::StrCat("OpenBLAS core ", core,
+                               " (set by gatescope: OpenBLAS took this CPU for ", detected, ")")
+                : absl::StrCat("OpenBLAS core ", core, " (gatescope set ", kCoreTypeVariable,
+                               "=", forced, ", which this OpenBLAS did not take; it took this ",
+                               "CPU for ", detected, ")");
   }
-  return absl::StrCat("OpenBLAS core ", core, " (OpenBLAS's choice for this CPU)");
+  return absl::StrCat("OpenBLAS core ", core, " (", kCoreTypeVariable, "=", forced,
+                      took ? "" : ", which this OpenBLAS did not take", ")");
 }
 
 }  // namespace gatescope

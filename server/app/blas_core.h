@@ -2,8 +2,8 @@
 // which picks its kernels from the CPU's model number when the library loads. A CPU newer
 // than the library (Debian 12 ships OpenBLAS 0.3.21; e.g. Intel family 6 model 207) gets its
 // generic SSE3 "Prescott" kernels although it runs AVX-512: the shipped models' forwards
-// were 1.3-1.6x slower at batch 1 and 1.9-2.6x batched (docs/performance.md, "OpenBLAS on a
-// CPU it does not know"). OpenBLAS's documented override is the OPENBLAS_CORETYPE
+// were 1.3-1.8x slower at batch 1 and 1.5-2.7x at their largest batch (docs/performance.md,
+// "OpenBLAS on a CPU it does not know"). OpenBLAS's documented override is the OPENBLAS_CORETYPE
 // environment variable, read only when the library loads, so the server sets it and
 // re-executes itself before anything else runs.
 #pragma once
@@ -26,15 +26,18 @@ std::string OpenBlasCoreName();
 
 // Call first in main(), before any thread of ours starts: when OPENBLAS_CORETYPE is unset and
 // BetterOpenBlasCore names a core for this CPU, sets it (and GATESCOPE_OPENBLAS_DETECTED to
-// OpenBLAS's own choice, for the log) and re-executes /proc/self/exe with `argv` (same pid,
-// flags, affinity and descriptors). Returns when nothing is to be done, or when the re-exec
-// failed (said on stderr; the server then runs with OpenBLAS's choice). A user who sets
-// OPENBLAS_CORETYPE, to anything, keeps it.
+// OpenBLAS's own choice, which the re-executed process takes back out of its environment
+// for the log) and re-executes /proc/self/exe with `argv` (same pid, flags, affinity and
+// descriptors). Returns when nothing is to be done, when /proc/self/exe is a wrapper's
+// (the dynamic loader run by hand, valgrind), or when the re-exec failed: the last two are
+// said on stderr, and the server runs with OpenBLAS's choice. A user who sets
+// OPENBLAS_CORETYPE, to anything (e.g. the core OpenBLAS detects, to keep it), keeps it.
 void ReexecWithBetterOpenBlasCore(char** argv);
 
 // One line for the start-up log: the core OpenBLAS uses and who chose it, e.g. "OpenBLAS
-// core Cooperlake (set by gatescope: OpenBLAS took this CPU for Prescott)"; "not OpenBLAS"
-// when another BLAS is loaded.
+// core Cooperlake (set by gatescope: OpenBLAS took this CPU for Prescott)", and whether a
+// forced core did not take (an OpenBLAS built for one CPU type ignores the variable); "not
+// OpenBLAS" when another BLAS is loaded. Call after ReexecWithBetterOpenBlasCore.
 std::string DescribeBlasCore();
 
 }  // namespace gatescope

@@ -92,12 +92,8 @@ def test_the_forward_worker_times_the_model_at_each_asked_batch():
             summary = worker.rate(batch, 0.05)
             assert summary["batch"] == batch
             assert summary["forwards"] >= 5  # the tuner's minimum of timed calls
-            # images/s is batch x forwards over their summed time; the median forward is
-            # within the range that implies.
             assert summary["images_per_s"] > 0
-            mean_ms = 1000 * batch / summary["images_per_s"]
             assert 0 < summary["p50_ms"] <= summary["p99_ms"]
-            assert summary["p50_ms"] < 5 * mean_ms
     finally:
         worker.close()
     assert worker.proc.returncode == 0

@@ -3,48 +3,70 @@ choice on a CPU the library does not know (server/app/blas_core.h), a user's
 OPENBLAS_CORETYPE stands, and the Python side (gatescope.blas_core, which the tuner, the
 benchmarks and these tests load OpenBLAS by) chooses exactly as the server does."""
 import os
+import pathlib
+import re
 
 import pytest
 
 from gatescope import blas_core
-from server_harness import start_server, stop_server
+from server_harness import REPO, start_server, stop_server
 
 AVX512_BF16 = "fpu sse2 fma avx avx2 avx512f avx512dq avx512cd avx512bw avx512vl avx512_bf16"
 
 
+AVX512 = AVX512_BF16.replace(" avx512_bf16", "")
+AVX2 = "fpu sse2 fma avx avx2"
+
+
 @pytest.mark.parametrize("detected,flags,want", [
     ("Prescott", AVX512_BF16, "Cooperlake"),
-    ("Prescott", AVX512_BF16.replace(" avx512_bf16", ""), "SkylakeX"),
-    ("CORE2", "sse2 fma avx avx2", "Haswell"),
-    ("Sandybridge", "sse2 avx", None),            # no AVX2: OpenBLAS's choice stands
-    ("Prescott", "avx2 avx512f", None),           # no FMA
+    ("Prescott", AVX512, "SkylakeX"),
+    ("Prescott", AVX2, "Haswell"),
+    ("CORE2", " \t" + AVX2, "Haswell"),          # any case; /proc/cpuinfo's leading blank
+    ("Nehalem", AVX512, "SkylakeX"),
+    ("Sandybridge", AVX512_BF16, "Cooperlake"),
+    ("Unknown", AVX2, "Haswell"),
+    ("Prescott", "sse2 avx", None),               # no AVX2: OpenBLAS's choice stands
+    ("Sandybridge", "sse2 avx", None),
+    ("Prescott", "avx2 avx512f avx512dq avx512cd avx512bw avx512vl", None),  # no FMA
+    ("Prescott", "", None),
     ("Prescott", "xavx2 fma", None),              # flags are whole words
     ("Haswell", AVX512_BF16, None),               # an AVX2 core OpenBLAS chose itself
     ("Zen", AVX512_BF16, None),
+    ("SkylakeX", AVX512_BF16, None),
+    ("Cooperlake", AVX512_BF16, None),
+    ("Excavator", AVX512_BF16, None),
+    ("SapphireRapids", AVX512_BF16, None),
     ("a core a newer OpenBLAS names", AVX512_BF16, None),
     ("Prescott", "fma avx2 avx512f avx512dq avx512cd avx512bw", "Haswell"),  # no VL
 ])
 def test_the_rule_is_the_server_s(detected, flags, want):
-    # The same cases as tests/unit/app/blas_core_test.cc.
+    # The cases of tests/unit/app/blas_core_test.cc.
     assert blas_core.better_core(detected, flags) == want
 
 
-def server_blas_line(tmp_path, monkeypatch, coretype):
-    """The server's start-up log line about its BLAS, started with OPENBLAS_CORETYPE unset
-    (coretype None) or set to `coretype`, on an empty repository."""
+def test_the_python_list_of_cores_is_the_server_s():
+    source = (REPO / "server" / "app" / "blas_core.cc").read_text()
+    listed = source[source.index("kCores = new"):].split("};", 1)[0]
+    assert set(re.findall(r'"([^"]+)"', listed)) == blas_core.WITHOUT_AVX2_KERNELS
+
+
+def server_blas_line(tmp_path, monkeypatch, coretype, wrap=()):
+    """(The server's start-up log line about its BLAS, its environment, its whole log),
+    started (behind `wrap`) with OPENBLAS_CORETYPE unset (coretype None) or set to
+    `coretype`, on an empty repository."""
     if coretype is None:
         monkeypatch.delenv(blas_core.VARIABLE, raising=False)
     else:
         monkeypatch.setenv(blas_core.VARIABLE, coretype)
     repo = tmp_path / "repo"
     repo.mkdir()
-    server = start_server(tmp_path, repo)
-    pid = server.proc.pid
-    environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+    server = start_server(tmp_path, repo, wrap=wrap)
+    environ = pathlib.Path(f"/proc/{server.proc.pid}/environ").read_bytes().split(b"\0")
     assert stop_server(server) == 0, server.log()  # the process started answers SIGINT
     lines = [line for line in server.log().splitlines() if "] BLAS: " in line]
     assert len(lines) == 1, server.log()
-    return lines[0].split("] BLAS: ", 1)[1], environ
+    return lines[0].split("] BLAS: ", 1)[1], environ, server.log()
 
 
 def test_the_server_forces_the_core_python_chooses_when_openblas_falls_back(
@@ -52,7 +74,7 @@ def test_the_server_forces_the_core_python_chooses_when_openblas_falls_back(
     detected = blas_core.detected_core()
     assert detected, "scripts/setup.sh installs OpenBLAS as the BLAS Debian's LibTorch links"
     better = blas_core.better_core(detected, blas_core.cpu_flags())
-    line, environ = server_blas_line(tmp_path, monkeypatch, None)
+    line, environ, _ = server_blas_line(tmp_path, monkeypatch, None)
     if better:
         # This machine's OpenBLAS took the CPU for an older one: the server re-executed
         # itself (same pid, which the harness signalled) with the better core.
@@ -66,8 +88,23 @@ def test_the_server_forces_the_core_python_chooses_when_openblas_falls_back(
 
 def test_a_user_s_openblas_coretype_stands(tmp_path, monkeypatch):
     # Prescott: kernels every x86-64 CPU runs, and never the server's own choice.
-    line, _ = server_blas_line(tmp_path, monkeypatch, "Prescott")
+    line, _, _ = server_blas_line(tmp_path, monkeypatch, "Prescott")
     assert line == f"OpenBLAS core Prescott ({blas_core.VARIABLE}=Prescott)"
+
+
+def test_under_a_wrapper_the_server_says_what_to_set_instead_of_re_executing(
+        tmp_path, monkeypatch):
+    # Run by the dynamic loader, /proc/self/exe is the loader: re-executing it would not
+    # start the server.
+    detected = blas_core.detected_core()
+    better = blas_core.better_core(detected, blas_core.cpu_flags())
+    line, environ, log = server_blas_line(tmp_path, monkeypatch, None,
+                                          wrap=["/lib64/ld-linux-x86-64.so.2"])
+    assert line == f"OpenBLAS core {detected} (OpenBLAS's choice for this CPU)"
+    assert not any(v.startswith(blas_core.VARIABLE.encode()) for v in environ)
+    hint = (f"OpenBLAS took this CPU for {detected}; run under a wrapper, the server cannot "
+            f"re-execute itself with {blas_core.VARIABLE}={better}: set it in the environment")
+    assert (hint in log) == bool(better), log
 
 
 def test_this_test_process_loaded_openblas_as_the_server_would():

@@ -36,8 +36,13 @@ import threading
 import time
 import traceback
 
-import grpc
-import numpy as np
+# OpenBLAS's kernels as the server chooses them, before numpy or torch loads OpenBLAS: the
+# Python references (soak_workload.python_references) then come from the server's kernels.
+from gatescope import blas_core  # noqa: E402
+
+blas_core.use_server_blas_core()
+import grpc  # noqa: E402
+import numpy as np  # noqa: E402
 
 import soak_server as srv
 import soak_traffic as tr

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 
 namespace gatescope {
@@ -58,6 +60,25 @@ TEST(OpenBlasCoreName, NamesTheCoreOfTheOpenBlasLinkedHere) {
   ASSERT_FALSE(core.empty());
   EXPECT_TRUE(absl::StartsWith(DescribeBlasCore(), "OpenBLAS core " + core + " ("))
       << DescribeBlasCore();
+}
+
+TEST(DescribeBlasCore, SaysWhetherAForcedCoreTook) {
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  const std::string saved = before == nullptr ? "" : before;
+  const std::string core = OpenBlasCoreName();
+  ASSERT_FALSE(core.empty());
+  // The variable as the loaded OpenBLAS would have read it (any case) ...
+  setenv("OPENBLAS_CORETYPE", absl::AsciiStrToUpper(core).c_str(), 1);
+  EXPECT_EQ(DescribeBlasCore(),
+            "OpenBLAS core " + core + " (OPENBLAS_CORETYPE=" + absl::AsciiStrToUpper(core) + ")");
+  // ... and a core it did not take.
+  setenv("OPENBLAS_CORETYPE", "NoSuchCore", 1);
+  EXPECT_EQ(DescribeBlasCore(), "OpenBLAS core " + core +
+                                    " (OPENBLAS_CORETYPE=NoSuchCore, which this OpenBLAS did "
+                                    "not take)");
+  unsetenv("OPENBLAS_CORETYPE");
+  EXPECT_EQ(DescribeBlasCore(), "OpenBLAS core " + core + " (OpenBLAS's choice for this CPU)");
+  if (before != nullptr) setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
 }
 
 }  // namespace
