@@ -152,8 +152,8 @@ def main():
             summary.append((model, measure_model(model, args, detected, better, tmp)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"\n| model | in-process batch 1 | in-process max_batch_size | served, dynamic |"
-          f"\n| --- | --- | --- | --- |")
+    print("\n| model | in-process batch 1 | in-process max_batch_size | served, dynamic |"
+          "\n| --- | --- | --- | --- |")
     for model, r in summary:
         batched = [v for k, v in r.items() if k not in ("b1", "served")]
         print(f"| {model} | {r['b1']:.2f}x | "
