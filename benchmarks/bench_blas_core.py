@@ -37,21 +37,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_serving import (run_perf, served_batching, shipped_models,  # noqa: E402
                            text_inputs, write_inputs)
-from bench_serving_paired import ForwardWorker  # noqa: E402
-
-
-def take_turns(pairs, own, server):
-    """[(own, server)] over `pairs` rounds, own first in even rounds, server first in odd."""
-    out = []
-    for i in range(pairs):
-        if i % 2 == 0:
-            a = own()
-            b = server()
-        else:
-            b = server()
-            a = own()
-        out.append((a, b))
-    return out
+from bench_serving_paired import ForwardWorker, take_turns  # noqa: E402
 
 
 def row(what, pairs):

@@ -265,16 +265,21 @@ def report(model, measured, unbatched, dynamic, batching, heading=""):
     return ratios
 
 
-def main():
-    from gatescope.export.archive import read_metadata
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_placement_arguments(ap):
+    """--models, and where the server, its forwards (in-process too) and gatescope-perf run."""
     ap.add_argument("--models", default="", help="comma-separated; default: every shipped model")
     ap.add_argument("--server-cores", default="0", help="taskset CPU list of the server")
     ap.add_argument("--forward-cpus", default="",
                     help="the server's --forward_cpus (within --server-cores); the in-process "
-                         "forward is then measured there")
+                         "forward then runs there")
     ap.add_argument("--client-cores", default="1", help="taskset CPU list of gatescope-perf")
     ap.add_argument("--threads", type=int, default=1, help="Torch threads, in-process and served")
+
+
+def main():
+    from gatescope.export.archive import read_metadata
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_placement_arguments(ap)
     ap.add_argument("--seconds", type=float, default=1.0, help="in-process seconds per batch")
     ap.add_argument("--window-ms", type=int, default=1500)
     ap.add_argument("--delay-us", type=int, default=1000,

@@ -47,7 +47,7 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_serving import (APIS, TRANSPORTS, add_client_arguments,  # noqa: E402
-                           check_client_arguments, run_perf, served_batching,
+                           add_placement_arguments, check_client_arguments, run_perf, served_batching,
                            shipped_models, start_pinned_server, text_inputs, write_inputs)
 
 WARMUP_MS = 300  # gatescope-perf's warm-up in each served slot: its connections and threads
@@ -131,20 +131,26 @@ def served_slot(address, model, args, concurrency, inputs):
                     args.api, warmup_ms=WARMUP_MS, max_windows=3, stability=1)
 
 
+def take_turns(pairs, first, second):
+    """[(first(), second())] for `pairs` rounds, `first` called first in even rounds and
+    `second` in odd ones, so that a steady drift favours neither."""
+    out = []
+    for i in range(pairs):
+        if i % 2 == 0:
+            a = first()
+            b = second()
+        else:
+            b = second()
+            a = first()
+        out.append((a, b))
+    return out
+
+
 def alternate(pairs, in_process, served):
     """Runs `pairs` (in-process, served) pairs in the order C S, S C, C S, ... and returns
     [(in-process value, served value, served row)]; `in_process()` returns a rate, `served()`
     a gatescope-perf row."""
-    out = []
-    for i in range(pairs):
-        if i % 2 == 0:
-            c = in_process()
-            row = served()
-        else:
-            row = served()
-            c = in_process()
-        out.append((c, row["throughput"], row))
-    return out
+    return [(c, row["throughput"], row) for c, row in take_turns(pairs, in_process, served)]
 
 
 def ratio_summary(pairs):
@@ -250,13 +256,7 @@ def main():
         forward_worker(a.forward_worker, a.threads, a.text_tokens)
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="", help="comma-separated; default: every shipped model")
-    ap.add_argument("--server-cores", default="0", help="taskset CPU list of the server")
-    ap.add_argument("--forward-cpus", default="",
-                    help="the server's --forward_cpus (within --server-cores); the in-process "
-                         "worker then runs there")
-    ap.add_argument("--client-cores", default="1", help="taskset CPU list of gatescope-perf")
-    ap.add_argument("--threads", type=int, default=1, help="Torch threads, in-process and served")
+    add_placement_arguments(ap)
     ap.add_argument("--pairs", type=int, default=8,
                     help="in-process / served pairs per model and batching mode")
     ap.add_argument("--slot-seconds", type=float, default=1.0,
