@@ -35,8 +35,8 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_serving import (run_perf, served_batching, shipped_models,  # noqa: E402
-                           text_inputs, write_inputs)
+from bench_serving import (model_inputs, run_perf, served_batching,  # noqa: E402
+                           shipped_models)
 from bench_serving_paired import ForwardWorker, take_turns  # noqa: E402
 
 
@@ -50,15 +50,9 @@ def row(what, pairs):
 
 def measure_model(model, args, detected, better, tmp):
     from gatescope import blas_core
-    from gatescope.export.archive import read_metadata
     from server_harness import start_server, stop_server
     path = ROOT / "model_repository" / model / "1" / "model.pt"
-    task = read_metadata(path)["task"]
-    tokens = 0
-    if task == "text_classification":
-        inputs, tokens = text_inputs(model, tmp / model / "inputs")
-    else:
-        inputs = write_inputs(task, tmp / model / "inputs")
+    inputs, tokens = model_inputs(model, tmp / model / "inputs")
     repo = tmp / model / "repo"
     shutil.copytree(ROOT / "model_repository" / model, repo / model)
     own_env = {blas_core.VARIABLE: detected}

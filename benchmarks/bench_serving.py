@@ -129,6 +129,18 @@ def write_inputs(task, out_dir):
     return paths
 
 
+def model_inputs(model, out_dir):
+    """(input paths, pieces per text or 0) a client sends shipped `model`: write_inputs for
+    its task, or for a text model text_inputs (and a line saying how long the texts are)."""
+    from gatescope.export.archive import read_metadata
+    task = read_metadata(ROOT / "model_repository" / model / "1" / "model.pt")["task"]
+    if task != "text_classification":
+        return write_inputs(task, out_dir), 0
+    inputs, tokens = text_inputs(model, out_dir)
+    print(f"\n{model}: {len(inputs)} held-out texts of {tokens} pieces each")
+    return inputs, tokens
+
+
 def served_batching(model_dir, model_max, delay_us):
     """(max_batch_size, delay us, where from) the dynamic server will use for the model."""
     config = model_dir / "config.pbtxt"
@@ -277,7 +289,6 @@ def add_placement_arguments(ap):
 
 
 def main():
-    from gatescope.export.archive import read_metadata
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_placement_arguments(ap)
     ap.add_argument("--seconds", type=float, default=1.0, help="in-process seconds per batch")
@@ -304,13 +315,7 @@ def main():
     summary = []
     try:
         for model in models:
-            task = read_metadata(ROOT / "model_repository" / model / "1" / "model.pt")["task"]
-            tokens = 0
-            if task == "text_classification":
-                inputs, tokens = text_inputs(model, tmp / model / "inputs")
-                print(f"\n{model}: {len(inputs)} held-out texts of {tokens} pieces each")
-            else:
-                inputs = write_inputs(task, tmp / model / "inputs")
+            inputs, tokens = model_inputs(model, tmp / model / "inputs")
             # Unbatched: a copy of the model without its config.pbtxt, so nothing batches.
             bare = tmp / model / "bare"
             shutil.copytree(ROOT / "model_repository" / model, bare / model,

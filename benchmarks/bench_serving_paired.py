@@ -47,8 +47,8 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_serving import (APIS, TRANSPORTS, add_client_arguments,  # noqa: E402
-                           add_placement_arguments, check_client_arguments, run_perf, served_batching,
-                           shipped_models, start_pinned_server, text_inputs, write_inputs)
+                           add_placement_arguments, check_client_arguments, model_inputs,
+                           run_perf, served_batching, shipped_models, start_pinned_server)
 
 WARMUP_MS = 300  # gatescope-perf's warm-up in each served slot: its connections and threads
 
@@ -180,16 +180,9 @@ def print_pairs(name, what_c, what_s, pairs):
 
 
 def measure_model(model, args, tmp):
-    from gatescope.export.archive import read_metadata
     from server_harness import stop_server
     path = ROOT / "model_repository" / model / "1" / "model.pt"
-    task = read_metadata(path)["task"]
-    tokens = 0
-    if task == "text_classification":
-        inputs, tokens = text_inputs(model, tmp / model / "inputs")
-        print(f"\n{model}: {len(inputs)} held-out texts of {tokens} pieces each")
-    else:
-        inputs = write_inputs(task, tmp / model / "inputs")
+    inputs, tokens = model_inputs(model, tmp / model / "inputs")
     # Repositories of this model alone (a copy, as shipped, and a copy without its
     # config.pbtxt, so nothing batches): no other model loads or warms up beside the slots.
     shipped, bare = tmp / model / "shipped", tmp / model / "bare"
