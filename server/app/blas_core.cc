@@ -2,17 +2,22 @@
 
 #include <dlfcn.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -44,16 +49,32 @@ std::string& DetectedBeforeReexec() {
 
 // Whether /proc/self/exe is this program's own file: not so when a wrapper runs it (the
 // dynamic loader invoked by hand, valgrind, qemu-user), whose re-execution would not start
-// the server.
+// the server. This program's file is the one mapped where this function's code lies
+// (/proc/self/maps names its device and inode), whatever argv[0] says: a server found on
+// PATH has a bare name there.
 bool ExeIsThisProgram() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&ExeIsThisProgram), &info) == 0 ||
-      info.dli_fname == nullptr) {
-    return false;
+  struct stat exe {};
+  if (stat("/proc/self/exe", &exe) != 0) return false;
+  const auto here = reinterpret_cast<uintptr_t>(&ExeIsThisProgram);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    // start-end perms offset major:minor inode [path]
+    const std::vector<absl::string_view> f =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (f.size() < 5) continue;
+    const std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(f[0], '-');
+    const std::pair<absl::string_view, absl::string_view> dev = absl::StrSplit(f[3], ':');
+    uint64_t start = 0, end = 0, major = 0, minor = 0, inode = 0;
+    if (!absl::SimpleHexAtoi(range.first, &start) || !absl::SimpleHexAtoi(range.second, &end) ||
+        here < start || here >= end) {
+      continue;
+    }
+    return absl::SimpleHexAtoi(dev.first, &major) && absl::SimpleHexAtoi(dev.second, &minor) &&
+           absl::SimpleAtoi(f[4], &inode) && inode == exe.st_ino &&
+           major == ::major(exe.st_dev) && minor == ::minor(exe.st_dev);
   }
-  struct stat program {}, exe {};
-  return stat(info.dli_fname, &program) == 0 && stat("/proc/self/exe", &exe) == 0 &&
-         program.st_dev == exe.st_dev && program.st_ino == exe.st_ino;
+  return false;
 }
 
 // The "flags" line of /proc/cpuinfo (its first processor's), or empty.
