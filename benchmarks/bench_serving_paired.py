@@ -107,7 +107,8 @@ def forward_worker(path, threads, tokens):
                       "text_tokens": tokens}), flush=True)
     with torch.inference_mode():
         for line in sys.stdin:
-            batch, seconds = int(line.split()[0]), float(line.split()[1])
+            batch, seconds = line.split()
+            batch, seconds = int(batch), float(seconds)
             if batch not in inputs:
                 inputs[batch] = example_inputs(meta, batch, tokens, vocab_size)
             summary, _ = time_forward(model, inputs[batch], batch, seconds)
