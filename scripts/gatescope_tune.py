@@ -115,7 +115,8 @@ def under_the_server_s_allocator():
 
 def jemalloc_mapped():
     """Whether jemalloc really is mapped into this process (the preload took)."""
-    return "libjemalloc" in pathlib.Path("/proc/self/maps").read_text()
+    from gatescope.process_maps import library_mapped
+    return library_mapped("libjemalloc")
 
 
 def model_file(repository, model):

@@ -94,11 +94,8 @@ def server_environment():
 def openblas_loaded():
     """Whether this process has loaded OpenBLAS already (torch, numpy and scipy all link it
     through libblas.so.3), so that its kernels are chosen."""
-    try:
-        with open("/proc/self/maps") as f:
-            return any("openblas" in line for line in f)
-    except OSError:
-        return False
+    from gatescope.process_maps import library_mapped  # here: the module also runs as a script
+    return library_mapped("openblas")
 
 
 def use_server_blas_core():

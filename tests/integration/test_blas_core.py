@@ -129,3 +129,18 @@ def test_this_test_process_loaded_openblas_as_the_server_would():
     server_would = (os.environ.get(blas_core.VARIABLE)
                     or blas_core.better_core(detected, blas_core.cpu_flags()) or detected)
     assert used.lower() == server_would.lower()
+
+
+def test_openblas_loaded_reads_this_process_s_mappings():
+    # A fresh interpreter maps OpenBLAS only once torch loads it; use_server_blas_core()
+    # relies on this to refuse a call that comes too late.
+    import subprocess
+    import sys
+    script = ("from gatescope import blas_core\n"
+              "before = blas_core.openblas_loaded()\n"
+              "import torch\n"
+              "print(before, blas_core.openblas_loaded())\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
