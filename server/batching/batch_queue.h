@@ -58,12 +58,13 @@ class BatchQueue {
 
   // Queues a request. `priority` 0 means the default level; `timeout` is the request's own
   // queue timeout (used only if the policy allows overrides; zero: none given); `alone`
-  // entries always form a batch of one. RESOURCE_EXHAUSTED when its level is full,
-  // INVALID_ARGUMENT for a bad priority; on error the payload is left untouched in
-  // *payload.
+  // entries always form a batch of one. `arrival` false: a later entry of the same call
+  // as the one pushed before it, which early release does not count as an arrival of its
+  // own. RESOURCE_EXHAUSTED when its level is full, INVALID_ARGUMENT for a bad priority;
+  // on error the payload is left untouched in *payload.
   absl::Status Push(Payload& payload, absl::Time now, absl::Time client_deadline,
                     uint64_t shape_key, int priority, absl::Duration timeout,
-                    bool alone = false) {
+                    bool alone = false, bool arrival = true) {
     int level = priority == 0 ? DefaultLevel() : priority - 1;
     if (level < 0 || level >= static_cast<int>(levels_.size())) {
       return absl::InvalidArgumentError(
@@ -82,7 +83,7 @@ class BatchQueue {
     Entry e{std::move(payload), now, now + wait, client_deadline, shape_key, level, alone};
     levels_[level].push_back(std::move(e));
     ++size_;
-    if (!alone) NoteArrival(now);  // an alone entry (an explanation) joins no batch
+    if (!alone && arrival) NoteArrival(now);  // an alone entry (an explanation) joins no batch
     return absl::OkStatus();
   }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +100,27 @@ void DynamicBatcher::ReportDepth() {
   if (observer_) observer_->QueueDepth(static_cast<int>(queue_.size()));
 }
 
+absl::Status DynamicBatcher::PushLocked(WorkItem& item, absl::Time now, bool arrival,
+                                        std::vector<Entry>& expired,
+                                        std::vector<Entry>& cancelled) {
+  auto push = [&] {
+    return queue_.Push(item, now, item.deadline, item.shape_key, item.priority, item.timeout,
+                       item.run_alone, arrival);
+  };
+  absl::Status st = push();
+  if (st.code() == absl::StatusCode::kResourceExhausted) {
+    // Requests nobody waits for any more give their slots up now, not when a busy worker
+    // next looks at the queue.
+    std::vector<Entry> now_expired = queue_.TakeExpired(now);
+    std::vector<Entry> now_cancelled = queue_.TakeIf(Cancelled);
+    const bool freed = !now_expired.empty() || !now_cancelled.empty();
+    std::move(now_expired.begin(), now_expired.end(), std::back_inserter(expired));
+    std::move(now_cancelled.begin(), now_cancelled.end(), std::back_inserter(cancelled));
+    if (freed) st = push();
+  }
+  return st;
+}
+
 absl::Status DynamicBatcher::Enqueue(WorkItem item) {
   absl::Status st;
   std::vector<Entry> expired, cancelled;
@@ -107,19 +129,7 @@ absl::Status DynamicBatcher::Enqueue(WorkItem item) {
     if (stopping_) {
       st = absl::UnavailableError("model is shutting down");
     } else {
-      const absl::Time now = clock_->Now();
-      auto push = [&] {
-        return queue_.Push(item, now, item.deadline, item.shape_key, item.priority,
-                           item.timeout, item.run_alone);
-      };
-      st = push();
-      if (st.code() == absl::StatusCode::kResourceExhausted) {
-        // Requests nobody waits for any more give their slots up now, not when a busy
-        // worker next looks at the queue.
-        expired = queue_.TakeExpired(now);
-        cancelled = queue_.TakeIf(Cancelled);
-        if (!expired.empty() || !cancelled.empty()) st = push();
-      }
+      st = PushLocked(item, clock_->Now(), /*arrival=*/true, expired, cancelled);
       if (st.ok()) {
         ++arrivals_;
         signals_.fetch_add(1, std::memory_order_release);
@@ -132,6 +142,34 @@ absl::Status DynamicBatcher::Enqueue(WorkItem item) {
   RefuseAll(expired, Expired());
   RefuseAll(cancelled, CancelledWhileQueued());
   if (!st.ok()) RefuseQuietly(*item.job, st);
+  return st;
+}
+
+absl::Status DynamicBatcher::EnqueueGroup(std::vector<WorkItem> items) {
+  absl::Status st;
+  size_t queued = 0;
+  std::vector<Entry> expired, cancelled;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      st = absl::UnavailableError("model is shutting down");
+    } else {
+      const absl::Time now = clock_->Now();
+      for (; queued < items.size(); ++queued) {
+        st = PushLocked(items[queued], now, /*arrival=*/queued == 0, expired, cancelled);
+        if (!st.ok()) break;
+      }
+      if (queued > 0) {
+        arrivals_ += queued;
+        signals_.fetch_add(1, std::memory_order_release);
+        all_arrivals.fetch_add(1, std::memory_order_release);
+      }
+      ReportDepth();
+    }
+  }
+  RefuseAll(expired, Expired());
+  RefuseAll(cancelled, CancelledWhileQueued());
+  for (size_t i = queued; i < items.size(); ++i) RefuseQuietly(*items[i].job, st);
   return st;
 }
 

@@ -36,6 +36,9 @@ class DynamicBatcher : public Scheduler {
   ~DynamicBatcher() override;
 
   absl::Status Enqueue(WorkItem item) override;
+  // The items under one lock and one wake-up, counted as one arrival for early release
+  // (they came in one call).
+  absl::Status EnqueueGroup(std::vector<WorkItem> items) override;
   void Stop() override;
   int QueueDepth() const override;
   const DynamicBatchingConfig& config() const { return queue_.config(); }
@@ -47,6 +50,12 @@ class DynamicBatcher : public Scheduler {
   // Takes expired entries or the next group; false when stopping and drained.
   bool NextWork(std::vector<Entry>& expired, std::vector<Entry>& group);
   void ReportDepth() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `item` (an arrival, or a later item of the same call) at `now`; when its level
+  // is full, first takes out into `expired` / `cancelled` the entries nobody waits for.
+  // Does not refuse anything: the caller does, outside the lock.
+  absl::Status PushLocked(WorkItem& item, absl::Time now, bool arrival,
+                          std::vector<Entry>& expired, std::vector<Entry>& cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns once signals_ differs from `seen`, another batcher's worker may want a CPU (an
   // arrival or a running forward anywhere in the process), or idle_poll_ has passed.
   void PollForSignal(uint64_t seen) const noexcept ABSL_LOCKS_EXCLUDED(mu_);

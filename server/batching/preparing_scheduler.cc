@@ -1,5 +1,6 @@
 #include "server/batching/preparing_scheduler.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace gatescope {
@@ -48,6 +49,21 @@ absl::Status PreparingScheduler::Enqueue(WorkItem item) {
     Prepared();
   }
   return st;
+}
+
+absl::Status PreparingScheduler::EnqueueGroup(std::vector<WorkItem> items) {
+  const bool on_caller = std::all_of(items.begin(), items.end(), [](const WorkItem& item) {
+    return !item.job->prepares_ahead() || item.job->prepares_on_caller();
+  });
+  if (!on_caller) return Scheduler::EnqueueGroup(std::move(items));
+  for (WorkItem& item : items) {
+    if (!item.job->prepares_ahead()) continue;
+    if (absl::Status st = item.job->PrepareAhead(); !st.ok()) {
+      for (WorkItem& refused : items) refused.job->Refuse(st);
+      return st;
+    }
+  }
+  return next_->EnqueueGroup(std::move(items));
 }
 
 void PreparingScheduler::Prepare(WorkItem item) {

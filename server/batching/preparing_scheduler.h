@@ -31,6 +31,12 @@ class PreparingScheduler : public Scheduler {
   // preparation failed, or else queued on `next` (which may still refuse it). Jobs prepared
   // on the caller: their preparation's error is returned (and the job refused with it).
   absl::Status Enqueue(WorkItem item) override;
+  // When every job is prepared on the caller or needs no preparation: prepares them all,
+  // then queues them on `next` together. If a preparation fails, every job of the group is
+  // refused with its error (none was queued) and it is returned. A group with any job for
+  // the pool is queued job by job (Scheduler::EnqueueGroup): those jobs arrive as they are
+  // prepared.
+  absl::Status EnqueueGroup(std::vector<WorkItem> items) override;
   // Refuses new jobs, waits for this model's jobs in preparation to be queued, then stops
   // `next` (which drains them).
   void Stop() override;

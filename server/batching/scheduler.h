@@ -23,6 +23,21 @@ class Scheduler {
   // once.
   // Thread-safe.
   virtual absl::Status Enqueue(WorkItem item) = 0;
+  // Queues the items of one call (the examples of a KServe request) together, so that a
+  // worker finds them all at once instead of starting a batch with the first while the
+  // others are still being prepared and queued one by one. Stops at the first item that is
+  // refused: that item and every later one are refused with the returned status; the
+  // earlier ones stay queued. This version calls Enqueue for each item in turn. Thread-safe.
+  virtual absl::Status EnqueueGroup(std::vector<WorkItem> items) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      absl::Status st = Enqueue(std::move(items[i]));
+      if (!st.ok()) {
+        for (size_t j = i + 1; j < items.size(); ++j) items[j].job->Refuse(st);
+        return st;
+      }
+    }
+    return absl::OkStatus();
+  }
   // Refuses new items, executes every queued one at once (batching delays no longer
   // apply), then joins the workers. Idempotent; blocks until drained; thread-safe.
   virtual void Stop() = 0;

@@ -69,16 +69,12 @@ void KServeCore::ModelInfer(const kv::ModelInferRequest* request,
     call->kind->store(RequestKind::kExplain);
   }
   // Once an example has failed, the call's answer is that error: queued examples are
-  // refused (as cancelled) rather than run.
+  // refused (as cancelled) rather than run. The examples are queued together, so that a
+  // call's batch is not split by a worker that starts while they are being queued.
   auto abandoned = [results] { return results->failed(); };
-  for (size_t i = 0; i < jobs->size(); ++i) {
-    absl::Status st = Submit(*call, context, std::move((*jobs)[i]), *scheduling, abandoned);
-    if (!st.ok()) {
-      // Job i was refused; the rest never run, and the call still finishes exactly once.
-      for (size_t j = i + 1; j < jobs->size(); ++j) (*jobs)[j]->Refuse(st);
-      break;
-    }
-  }
+  SubmitAll(*call, context, *std::move(jobs), *scheduling, abandoned)
+      .IgnoreError();  // a refused job has been finished with its status
+
 }
 
 void KServeCore::Control(std::function<absl::Status()> work, FinishCall finish) {

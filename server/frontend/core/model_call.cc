@@ -43,9 +43,10 @@ std::optional<ModelCall> BeginModelCall(FinishCall finish, RequestKind kind,
   return call;
 }
 
-absl::Status Submit(const ModelCall& call, const CallContext& context,
-                    std::unique_ptr<InferenceJob> job, const Scheduling& scheduling,
-                    std::function<bool()> abandoned) {
+namespace {
+
+WorkItem ItemOf(const CallContext& context, std::unique_ptr<InferenceJob> job,
+                const Scheduling& scheduling, std::function<bool()> abandoned) {
   WorkItem item;
   item.run_alone = job->explains();
   item.shape_key = job->shape_key();
@@ -56,7 +57,25 @@ absl::Status Submit(const ModelCall& call, const CallContext& context,
   if (context.deadline != absl::InfiniteFuture()) item.deadline = context.deadline;
   item.priority = scheduling.priority;
   item.timeout = scheduling.timeout;
-  return call.model->scheduler->Enqueue(std::move(item));
+  return item;
+}
+
+}  // namespace
+
+absl::Status Submit(const ModelCall& call, const CallContext& context,
+                    std::unique_ptr<InferenceJob> job, const Scheduling& scheduling,
+                    std::function<bool()> abandoned) {
+  return call.model->scheduler->Enqueue(
+      ItemOf(context, std::move(job), scheduling, std::move(abandoned)));
+}
+
+absl::Status SubmitAll(const ModelCall& call, const CallContext& context,
+                       std::vector<std::unique_ptr<InferenceJob>> jobs,
+                       const Scheduling& scheduling, const std::function<bool()>& abandoned) {
+  std::vector<WorkItem> items;
+  items.reserve(jobs.size());
+  for (auto& job : jobs) items.push_back(ItemOf(context, std::move(job), scheduling, abandoned));
+  return call.model->scheduler->EnqueueGroup(std::move(items));
 }
 
 }  // namespace gatescope

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -69,5 +70,12 @@ std::optional<ModelCall> BeginModelCall(FinishCall finish, RequestKind kind,
 absl::Status Submit(const ModelCall& call, const CallContext& context,
                     std::unique_ptr<InferenceJob> job, const Scheduling& scheduling,
                     std::function<bool()> abandoned = nullptr);
+
+// Queues the jobs of one call (its examples) together (Scheduler::EnqueueGroup), each as
+// Submit would. If one is refused, it and every later one have been refused with the
+// status returned (earlier ones stay queued, and `abandoned` lets them go).
+absl::Status SubmitAll(const ModelCall& call, const CallContext& context,
+                       std::vector<std::unique_ptr<InferenceJob>> jobs,
+                       const Scheduling& scheduling, const std::function<bool()>& abandoned);
 
 }  // namespace gatescope

@@ -295,6 +295,27 @@ TEST(BatchQueueTest, AloneEntriesDoNotCountAsArrivals) {
   EXPECT_EQ(Ids(q.Next(At(5000)).batch), (std::vector<int>{7}));
 }
 
+TEST(BatchQueueTest, TheExamplesOfOneCallAreOneArrival) {
+  // Calls of four examples, 1 ms apart: sparse, so each call runs at once. Counted one by
+  // one, the three gaps of 0 us inside each call would bring the mean under the delay and
+  // every call would wait for company that is not coming.
+  Queue q(EarlyRelease(8, 100));
+  for (int call = 0; call < 4; ++call) {
+    for (int i = 0; i < 4; ++i) {
+      int id = 4 * call + i;
+      ASSERT_TRUE(q.Push(id, At(1000 * call), absl::InfiniteFuture(), 0, 0, {},
+                         /*alone=*/false, /*arrival=*/i == 0)
+                      .ok());
+    }
+    auto d = q.Next(At(1000 * call));
+    if (call == 0) {  // no gap seen yet: the first call waits the delay
+      EXPECT_TRUE(d.batch.empty());
+      d = q.Next(At(100));
+    }
+    EXPECT_EQ(d.batch.size(), 4u) << call;
+  }
+}
+
 TEST(BatchQueueTest, WithoutEarlyReleaseSparseArrivalsWaitTheDelay) {
   Queue q(Config(8, 100));
   for (int i = 0; i < 3; ++i) {

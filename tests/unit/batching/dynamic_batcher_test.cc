@@ -85,6 +85,68 @@ TEST(DynamicBatcherTest, FullQueueRefusesTheJobAtOnce) {
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(outcomes.executed(i)) << i;
 }
 
+// A call's examples reach the queue in one step: a worker woken by the first can never find
+// the queue holding only part of them (the depth goes 0 -> 4 -> 0, never 1, 2 or 3).
+TEST(DynamicBatcherTest, AGroupIsQueuedAllAtOnce) {
+  FakeExecutor executor;
+  FakeClock clock;
+  RecordingObserver observer;
+  DynamicBatchingConfig config;
+  config.max_batch_size = 8;
+  auto batcher = DynamicBatcher::Create({&executor}, config, &clock, &observer).value();
+  Outcomes outcomes(5);
+  executor.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  executor.AwaitEntered(1);
+  {
+    absl::MutexLock l(&observer.mu_);
+    observer.depths.clear();
+  }
+  std::vector<WorkItem> call;
+  for (int i = 1; i <= 4; ++i) call.push_back(Item(i, &outcomes));
+  ASSERT_TRUE(batcher->EnqueueGroup(std::move(call)).ok());
+  {
+    absl::MutexLock l(&observer.mu_);
+    EXPECT_EQ(observer.depths, (std::vector<int>{4}));
+  }
+  executor.Release();
+  outcomes.Await(5);
+  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {1, 2, 3, 4}}));
+}
+
+// The queue fills part-way through a call: the examples queued stay queued and run, the one
+// that did not fit and every later one are refused with RESOURCE_EXHAUSTED before the call
+// returns.
+TEST(DynamicBatcherTest, AGroupThatOverfillsTheQueueQueuesWhatFits) {
+  FakeExecutor executor;
+  FakeClock clock;
+  auto batcher = Make({&executor}, &clock, 8, 2);
+  Outcomes outcomes(5);
+  executor.Hold();
+  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
+  executor.AwaitEntered(1);
+  std::vector<WorkItem> call;
+  for (int i = 1; i <= 4; ++i) call.push_back(Item(i, &outcomes));
+  EXPECT_EQ(batcher->EnqueueGroup(std::move(call)).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(outcomes.refused(3), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(outcomes.refused(4), absl::StatusCode::kResourceExhausted);
+  executor.Release();
+  outcomes.Await(5);
+  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {1, 2}}));
+}
+
+TEST(DynamicBatcherTest, AGroupAfterStopIsRefusedWhole) {
+  FakeExecutor executor;
+  FakeClock clock;
+  auto batcher = Make({&executor}, &clock, 8, 100);
+  batcher->Stop();
+  Outcomes outcomes(3);
+  std::vector<WorkItem> call;
+  for (int i = 0; i < 3; ++i) call.push_back(Item(i, &outcomes));
+  EXPECT_EQ(batcher->EnqueueGroup(std::move(call)).code(), absl::StatusCode::kUnavailable);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(outcomes.refused(i), absl::StatusCode::kUnavailable) << i;
+}
+
 TEST(DynamicBatcherTest, BadPriorityIsRefused) {
   FakeExecutor executor;
   FakeClock clock;

@@ -119,6 +119,61 @@ TEST(PreparingScheduler, PreparesOnTheCallerWhenTheJobSaysItIsCheap) {
   EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kInvalidArgument);
 }
 
+// A call's examples prepared on the caller are all prepared first and then queued in one
+// step (so they run together); one failed preparation refuses the whole call, none queued.
+TEST(PreparingScheduler, AGroupPreparedOnTheCallerIsQueuedTogether) {
+  Fixture f(2, 8, /*max_batch=*/8);
+  Outcomes outcomes(7);
+  std::vector<WorkItem> call;
+  for (int i = 0; i < 3; ++i) {
+    auto job = std::make_unique<PreparingJob>(i, &outcomes);
+    job->on_caller = true;
+    WorkItem item;
+    item.job = std::move(job);
+    call.push_back(std::move(item));
+  }
+  WorkItem plain;
+  plain.job = std::make_unique<RecordingJob>(3, &outcomes);  // nothing to prepare
+  call.push_back(std::move(plain));
+  ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());
+  outcomes.Await(4);
+  EXPECT_EQ(f.executor.groups(), (std::vector<std::vector<int>>{{0, 1, 2, 3}}));
+
+  std::vector<WorkItem> bad_call;
+  for (int i = 4; i < 7; ++i) {
+    auto job = std::make_unique<PreparingJob>(
+        i, &outcomes, nullptr,
+        i == 5 ? absl::InvalidArgumentError("not an image") : absl::OkStatus());
+    job->on_caller = true;
+    WorkItem item;
+    item.job = std::move(job);
+    bad_call.push_back(std::move(item));
+  }
+  EXPECT_EQ(f.scheduler->EnqueueGroup(std::move(bad_call)).code(),
+            absl::StatusCode::kInvalidArgument);
+  for (int i = 4; i < 7; ++i) {
+    EXPECT_EQ(outcomes.refused(i), absl::StatusCode::kInvalidArgument) << i;
+  }
+  EXPECT_EQ(f.executor.groups().size(), 1u);
+}
+
+// A group with an example for the pool goes job by job: the pool's jobs arrive as prepared.
+TEST(PreparingScheduler, AGroupWithPoolWorkIsQueuedJobByJob) {
+  Fixture f(2, 8, /*max_batch=*/8);
+  Outcomes outcomes(2);
+  std::vector<WorkItem> call;
+  WorkItem pooled;
+  pooled.job = std::make_unique<PreparingJob>(0, &outcomes);  // prepared on the pool
+  call.push_back(std::move(pooled));
+  WorkItem plain;
+  plain.job = std::make_unique<RecordingJob>(1, &outcomes);
+  call.push_back(std::move(plain));
+  ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());
+  outcomes.Await(2);
+  EXPECT_TRUE(outcomes.executed(0));
+  EXPECT_TRUE(outcomes.executed(1));
+}
+
 // The point of preparing ahead: a slow input holds up no other request of the model.
 TEST(PreparingScheduler, SlowPreparationDoesNotHoldTheModel) {
   Fixture f;
