@@ -186,12 +186,13 @@ def api_flags(api):
 
 
 def run_perf(address, model, cores, concurrency, inputs, window_ms, api="gatescope",
-             warmup_ms=1000, max_windows=6, stability=None):
+             warmup_ms=1000, max_windows=6, stability=None, batch_size=1):
     """gatescope-perf's result row (a dict) at `concurrency`, pinned to `cores`: after
     `warmup_ms`, windows of `window_ms` until three agree within `stability` (its default
-    when None) or `max_windows` have run."""
+    when None) or `max_windows` have run; `batch_size` inputs per request (KServe APIs)."""
     cmd = ["taskset", "-c", cores, str(BUILD / "client" / "gatescope-perf"), "--server",
            address, "--model", model, *api_flags(api), "--concurrency", str(concurrency),
+           *(["--batch-size", str(batch_size)] if batch_size > 1 else []),
            "--warmup-ms", str(warmup_ms), "--window-ms", str(window_ms),
            "--max-windows", str(max_windows),
            *(["--stability", str(stability)] if stability is not None else []), *inputs]

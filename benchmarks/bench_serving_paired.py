@@ -22,7 +22,10 @@ asks the same questions with the drift taken out:
   requests/s at concurrency 8 against the batch-1 forward, dynamic requests/s at concurrency
   2 x max_batch_size (at most 128) against the faster of the two best batch sizes up to the
   served max_batch_size (found by a sweep of every batch size at the start, each size timed
-  on the way up and again on the way down).
+  on the way up and again on the way down);
+- with --client-batch N (KServe APIs only), a third mode: the same shipped server called at
+  concurrency 2 with N inputs per request (gatescope-perf --batch-size N, as a client that
+  batches itself), its inferences/s against the same in-process ceiling as dynamic.
 
 Prints per model every pair, then the median ratio with its quartiles, the pooled ratio
 (all served requests over all in-process images), and how far the in-process rate itself
@@ -33,6 +36,7 @@ Usage: /usr/bin/python3 benchmarks/bench_serving_paired.py [--models vit_fmnist,
        [--server-cores 0] [--forward-cpus ""] [--client-cores 1] [--threads 1]
        [--pairs 8] [--slot-seconds 1.0] [--delay-us 1000]
        [--transport tcp|unix] [--api gatescope|kserve|kserve-streaming|rest]
+       [--client-batch N]
 """
 import argparse
 import json
@@ -124,12 +128,13 @@ def sweep_batches(worker, batches, seconds):
     return [dict(s, images_per_s=(s["images_per_s"] + down[s["batch"]]) / 2) for s in up]
 
 
-def served_slot(address, model, args, concurrency, inputs):
+def served_slot(address, model, args, concurrency, inputs, batch_size=1):
     """gatescope-perf for about one slot: a short warm-up, then three windows reported
-    together; the result row."""
+    together; the result row (`batch_size` inputs per request)."""
     window_ms = max(1, int(args.slot_seconds * 1000 / 3))
     return run_perf(address, model, args.client_cores, concurrency, inputs, window_ms,
-                    args.api, warmup_ms=WARMUP_MS, max_windows=3, stability=1)
+                    args.api, warmup_ms=WARMUP_MS, max_windows=3, stability=1,
+                    batch_size=batch_size)
 
 
 def take_turns(pairs, first, second):
@@ -147,11 +152,12 @@ def take_turns(pairs, first, second):
     return out
 
 
-def alternate(pairs, in_process, served):
+def alternate(pairs, in_process, served, rate="throughput"):
     """Runs `pairs` (in-process, served) pairs in the order C S, S C, C S, ... and returns
     [(in-process value, served value, served row)]; `in_process()` returns a rate, `served()`
-    a gatescope-perf row."""
-    return [(c, row["throughput"], row) for c, row in take_turns(pairs, in_process, served)]
+    a gatescope-perf row, whose `rate` field is the served value (requests/s by default;
+    "inferences_per_s" for requests of several inputs)."""
+    return [(c, row[rate], row) for c, row in take_turns(pairs, in_process, served)]
 
 
 def ratio_summary(pairs):
@@ -169,7 +175,7 @@ def errors_of(row):
 
 
 def print_pairs(name, what_c, what_s, pairs):
-    print(f"\n{name}: | pair | {what_c} /s | {what_s} req/s | ratio |")
+    print(f"\n{name}: | pair | {what_c} /s | {what_s}/s | ratio |")
     for i, (c, s, row) in enumerate(pairs):
         note = f" ({errors_of(row)} errors)" if errors_of(row) else ""
         print(f"| {i + 1} | {c:.1f} | {s:.1f}{note} | {100 * s / c:.0f} % |")
@@ -211,25 +217,31 @@ def measure_model(model, args, tmp):
             return max(worker.rate(s["batch"], args.slot_seconds / len(best))["images_per_s"]
                        for s in best)
 
+        dynamic = [f"--max_batch_size={model_max}", f"--max_queue_delay_us={args.delay_us}"]
+        modes = [("unbatched", bare, ["--max_batch_size=1"], 8, 1,
+                  lambda: worker.rate(1, args.slot_seconds)["images_per_s"]),
+                 ("dynamic", shipped, dynamic, min(128, 2 * batch), 1, ceiling)]
+        if args.client_batch:
+            modes.append(("client batches", shipped, dynamic, 2,
+                          min(args.client_batch, model_max), ceiling))
         results = {}
-        for mode, repo, flags, concurrency, in_process in (
-                ("unbatched", bare, ["--max_batch_size=1"], 8,
-                 lambda: worker.rate(1, args.slot_seconds)["images_per_s"]),
-                ("dynamic", shipped,
-                 [f"--max_batch_size={model_max}", f"--max_queue_delay_us={args.delay_us}"],
-                 min(128, 2 * batch), ceiling)):
-            server, address = start_pinned_server(repo, flags, args, tmp / model / mode)
+        for mode, repo, flags, concurrency, per_request, in_process in modes:
+            server, address = start_pinned_server(repo, flags, args,
+                                                  tmp / model / mode.replace(" ", "_"))
+            served = lambda: served_slot(address, model, args, concurrency, inputs,  # noqa: E731
+                                         per_request)
             try:
-                served_slot(address, model, args, concurrency, inputs)  # warms the server
-                pairs = alternate(args.pairs, in_process,
-                                  lambda: served_slot(address, model, args, concurrency, inputs))
+                served()  # warms the server
+                pairs = alternate(args.pairs, in_process, served,
+                                  "inferences_per_s" if per_request > 1 else "throughput")
             finally:
                 stop_server(server)
             failed += sum(errors_of(row) for _, _, row in pairs)
             results[mode] = print_pairs(
-                f"{mode} (concurrency {concurrency})",
+                f"{mode} (concurrency {concurrency}"
+                + (f", {per_request} inputs per request)" if per_request > 1 else ")"),
                 "in-process b1" if mode == "unbatched" else "in-process best",
-                "served", pairs)
+                "served req" if per_request == 1 else "served inferences", pairs)
     finally:
         worker.close()
     return results, failed
@@ -257,9 +269,15 @@ def main():
                     help="length of each slot (and of each batch size of the sweep)")
     ap.add_argument("--delay-us", type=int, default=1000,
                     help="batching delay of a model without config.pbtxt")
+    ap.add_argument("--client-batch", type=int, default=0,
+                    help="also serve requests of N inputs each (at most the model's "
+                         "max_batch_size; KServe APIs only); 0: not")
     add_client_arguments(ap)
     args = ap.parse_args()
     check_client_arguments(ap, args)
+    if args.client_batch < 0 or (args.client_batch > 1 and args.api == "gatescope"):
+        ap.error("--client-batch wants N >= 0, and above 1 a KServe API (--api kserve, "
+                 "kserve-streaming or rest): gatescope.v1 Predict takes one input")
     if args.pairs < 1 or args.slot_seconds <= 0:
         ap.error("--pairs must be at least 1 and --slot-seconds positive")
     models = args.models.split(",") if args.models else shipped_models()
@@ -279,10 +297,12 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     print("\nEach cell: median served / in-process ratio over the pairs (quartiles); pooled "
           "ratio; in-process fastest / slowest slot\n")
-    print("| model | unbatched / in-process b1 | dynamic / in-process best |")
-    print("| --- | --- | --- |")
+    batches = " | client batches / in-process best" if args.client_batch else ""
+    print(f"| model | unbatched / in-process b1 | dynamic / in-process best{batches} |")
+    print("| --- | --- | --- |" + (" --- |" if args.client_batch else ""))
     for model, r in summary:
-        print(f"| {model} | {cell(r['unbatched'])} | {cell(r['dynamic'])} |")
+        extra = f" {cell(r['client batches'])} |" if args.client_batch else ""
+        print(f"| {model} | {cell(r['unbatched'])} | {cell(r['dynamic'])} |{extra}")
     if failed:
         print(f"\n{failed} served requests failed", file=sys.stderr)
     return 1 if failed else 0

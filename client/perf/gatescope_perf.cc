@@ -6,7 +6,8 @@
 //       [--token-file FILE]
 //       [--concurrency N | --concurrency-range A:B:S] [--request-rate R]
 //       [--warmup-ms 2000] [--window-ms 2000] [--stability 0.1] [--max-windows 10]
-//       [--timeout-ms 30000] [--format json|csv] [--inputs auto|image|text] INPUT...
+//       [--timeout-ms 30000] [--format json|csv] [--inputs auto|image|text]
+//       [--batch-size 1] INPUT...
 //
 // Concurrency mode keeps N requests in flight (N threads, each sending its next request
 // when the last one returns). Request-rate mode sends R requests/s on a fixed schedule
@@ -20,6 +21,10 @@
 // time per request and compute input/infer/output time per inference) comes from KServe
 // ModelStatistics taken before and after the measurement. Every call (load and statistics)
 // carries the bearer token of --token-file, over TLS when --tls-ca is given.
+// --batch-size N (KServe over gRPC or REST; perf_analyzer's -b) sends N inputs per request,
+// the next N files in turn, as one BYTES [N] input: the model sees N examples in one call,
+// as from a client that batches itself. `throughput` stays requests/s; `inferences_per_s`
+// is N times it.
 // --streaming (with --api kserve) sends the same ModelInfer requests over ModelStreamInfer,
 // as Triton's streaming clients do: each sending thread keeps one stream open and has one
 // request on it at a time, so a request costs no call of its own. A reply with
@@ -72,6 +77,7 @@ struct Options {
   bool streaming = false;  // with kserve: ModelStreamInfer, one stream per sending thread
   bool rest = false;       // KServe v2 inference over REST instead of gRPC
   bool text = false;  // inputs are texts (a text model), else encoded images
+  int batch_size = 1;  // inputs per request (KServe only)
   int concurrency = 1;
   double request_rate = 0;  // 0: concurrency mode
   int warmup_ms = 2000, window_ms = 2000, max_windows = 10, timeout_ms = 30000;
@@ -92,6 +98,7 @@ struct Server {
 
 struct Result {
   int concurrency = 0;
+  int batch_size = 1;
   double request_rate = 0;
   bool stable = false;
   WindowStats stats;
@@ -174,11 +181,13 @@ class Sender {
 
   ~Sender() { CloseStream(); }
 
-  // `input`: an encoded image, or a text when opt.text.
-  grpc::Status Send(const std::string& input) {
-    if (rest_ != nullptr) return SendOverRest(input);
+  // One request of opt.batch_size inputs (encoded images, or texts when opt.text):
+  // inputs[first], inputs[first + 1], ..., wrapping around.
+  grpc::Status Send(const std::vector<std::string>& inputs, size_t first) {
+    if (rest_ != nullptr) return SendOverRest(inputs, first);
     const Connection& server = *server_.grpc;
     if (!opt_.kserve) {
+      const std::string& input = inputs[first % inputs.size()];
       const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(opt_.timeout_ms);
       v1::PredictRequest req;
       req.set_model_name(opt_.model);
@@ -195,11 +204,8 @@ class Sender {
     auto* in = req.add_inputs();
     in->set_name(opt_.text ? "text" : "input");
     in->set_datatype("BYTES");
-    in->add_shape(1);
-    const uint32_t len = static_cast<uint32_t>(input.size());
-    std::string raw(reinterpret_cast<const char*>(&len), 4);
-    raw += input;
-    req.add_raw_input_contents(std::move(raw));
+    in->add_shape(opt_.batch_size);
+    req.add_raw_input_contents(RawBytes(inputs, first));
     if (opt_.streaming) return SendOnStream(req);
     const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(opt_.timeout_ms);
     inference::ModelInferResponse resp;
@@ -210,18 +216,30 @@ class Sender {
   using Stream = grpc::ClientReaderWriter<inference::ModelInferRequest,
                                           inference::ModelStreamInferResponse>;
 
-  // POST /v2/models/NAME/infer: a JSON head naming one BYTES input of shape [1] whose
-  // element (4-byte little-endian length, then the bytes) follows it, every output asked
-  // for as binary data.
-  grpc::Status SendOverRest(const std::string& input) {
-    const uint32_t len = static_cast<uint32_t>(input.size());
+  // KServe's raw BYTES contents of the request's inputs: each element's 4-byte
+  // little-endian length, then its bytes.
+  std::string RawBytes(const std::vector<std::string>& inputs, size_t first) const {
+    std::string raw;
+    for (int i = 0; i < opt_.batch_size; ++i) {
+      const std::string& input = inputs[(first + i) % inputs.size()];
+      const uint32_t len = static_cast<uint32_t>(input.size());
+      raw.append(reinterpret_cast<const char*>(&len), 4);
+      raw += input;
+    }
+    return raw;
+  }
+
+  // POST /v2/models/NAME/infer: a JSON head naming one BYTES input of shape [batch_size]
+  // whose elements (RawBytes) follow it, every output asked for as binary data.
+  grpc::Status SendOverRest(const std::vector<std::string>& inputs, size_t first) {
+    const std::string raw = RawBytes(inputs, first);
     std::string body = std::string("{\"inputs\":[{\"name\":\"") + (opt_.text ? "text" : "input") +
-                       "\",\"shape\":[1],\"datatype\":\"BYTES\",\"parameters\":"
-                       "{\"binary_data_size\":" + std::to_string(4 + input.size()) +
+                       "\",\"shape\":[" + std::to_string(opt_.batch_size) +
+                       "],\"datatype\":\"BYTES\",\"parameters\":"
+                       "{\"binary_data_size\":" + std::to_string(raw.size()) +
                        "}}],\"parameters\":{\"binary_data_output\":true}}";
     const std::string head_length = std::to_string(body.size());
-    body.append(reinterpret_cast<const char*>(&len), 4);
-    body += input;
+    body += raw;
     absl::StatusOr<RestReply> reply =
         rest_->Call(boost::beast::http::verb::post, "/v2/models/" + opt_.model + "/infer",
                     std::move(body),
@@ -285,7 +303,7 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs, const
   for (int t = 0; t < opt.concurrency; ++t) {
     threads.emplace_back([&, t] {
       Sender sender(opt, server);
-      size_t next = static_cast<size_t>(t);
+      size_t next = static_cast<size_t>(t) * static_cast<size_t>(opt.batch_size);
       auto due = Clock::now();
       const auto interval = opt.request_rate > 0
                                 ? std::chrono::duration_cast<Clock::duration>(
@@ -302,7 +320,8 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs, const
           sent = due;
           due += interval;
         }
-        const grpc::Status st = sender.Send(inputs[next++ % inputs.size()]);
+        const grpc::Status st = sender.Send(inputs, next);
+        next += static_cast<size_t>(opt.batch_size);
         const auto done = Clock::now();
         Sample sample{since_start_us(done),
                       std::chrono::duration_cast<std::chrono::microseconds>(done - sent).count(),
@@ -318,6 +337,7 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs, const
   std::vector<int64_t> bounds{since_start_us(Clock::now())};
   Result result;
   result.concurrency = opt.concurrency;
+  result.batch_size = opt.batch_size;
   result.request_rate = opt.request_rate;
   while (static_cast<int>(windows.size()) < opt.max_windows) {
     std::this_thread::sleep_for(std::chrono::milliseconds(opt.window_ms));
@@ -349,8 +369,10 @@ std::string ToJson(const Result& r) {
   errors += "}";
   return "{\"concurrency\":" + std::to_string(r.concurrency) +
          ",\"request_rate\":" + JsonNumber(r.request_rate) +
+         ",\"batch_size\":" + std::to_string(r.batch_size) +
          ",\"stable\":" + (r.stable ? "true" : "false") +
-         ",\"throughput\":" + JsonNumber(s.throughput) + ",\"ok\":" + std::to_string(s.ok) +
+         ",\"throughput\":" + JsonNumber(s.throughput) +
+         ",\"inferences_per_s\":" + JsonNumber(s.throughput * r.batch_size) + ",\"ok\":" + std::to_string(s.ok) +
          ",\"errors\":" + errors + ",\"avg_us\":" + JsonNumber(s.avg_us) +
          ",\"p50_us\":" + JsonNumber(s.p50_us) + ",\"p90_us\":" + JsonNumber(s.p90_us) +
          ",\"p95_us\":" + JsonNumber(s.p95_us) + ",\"p99_us\":" + JsonNumber(s.p99_us) +
@@ -370,7 +392,8 @@ std::string ToCsvRow(const Result& r) {
       << s.throughput << "," << s.ok << "," << errors << "," << s.avg_us << "," << s.p50_us
       << "," << s.p90_us << "," << s.p95_us << "," << s.p99_us << "," << r.server.queue_us
       << "," << r.server.compute_input_us << "," << r.server.compute_infer_us << ","
-      << r.server.compute_output_us;
+      << r.server.compute_output_us << "," << r.batch_size << ","
+      << s.throughput * r.batch_size;
   return out.str();
 }
 
@@ -445,6 +468,10 @@ void AddFlags(CLI::App& app, Flags& f) {
                  "what INPUT files are: encoded images, UTF-8 texts (text models), or auto: "
                  "from the model's task (gatescope.v1 GetModelMetadata)")
       ->check(CLI::IsMember({"auto", "image", "text"}));
+  app.add_option("--batch-size", f.opt.batch_size,
+                 "inputs per request, sent as one BYTES [N] input (--api kserve or rest; "
+                 "perf_analyzer's -b): inferences_per_s is N times throughput (requests/s)")
+      ->check(IntegerIn(1, 1024));
   app.add_option("INPUT", f.inputs, "encoded images or texts, sent in turn")
       ->required()
       ->default_str("");
@@ -504,6 +531,10 @@ int Main(int argc, char** argv) {
   if (f.opt.streaming && f.api != "kserve") {
     return client::UsageError(app, "--streaming needs --api kserve");
   }
+  if (f.opt.batch_size > 1 && f.api == "gatescope") {
+    return client::UsageError(app, "--batch-size above 1 needs --api kserve or rest "
+                                   "(gatescope.v1 Predict takes one input)");
+  }
   Options& opt = f.opt;
   opt.kserve = f.api == "kserve";
   opt.rest = f.api == "rest";
@@ -535,7 +566,8 @@ int Main(int argc, char** argv) {
   if (f.format == "csv") {
     std::cout << "concurrency,request_rate,stable,throughput,ok,errors,avg_us,p50_us,p90_us,"
                  "p95_us,p99_us,server_queue_us,server_compute_input_us,"
-                 "server_compute_infer_us,server_compute_output_us\n";
+                 "server_compute_infer_us,server_compute_output_us,batch_size,"
+                 "inferences_per_s\n";
   }
   bool all_ok = true;
   for (int c : f.levels) {

@@ -28,6 +28,15 @@ def test_slots_alternate_in_process_first_then_served_first():
     assert [(c, s) for c, s, _ in pairs] == [(100.0, 90.0)] * 4
 
 
+def test_requests_of_several_inputs_pair_their_inferences_not_their_requests():
+    # --client-batch: a served slot of 100 requests/s of 8 inputs each delivers 800 images/s,
+    # which is what the in-process images/s compare with.
+    row = {"throughput": 100.0, "inferences_per_s": 800.0, "batch_size": 8}
+    pairs = alternate(2, lambda: 1000.0, lambda: row, "inferences_per_s")
+    assert [(c, s) for c, s, _ in pairs] == [(1000.0, 800.0)] * 2
+    assert ratio_summary(pairs)["median"] == pytest.approx(0.8)
+
+
 def test_a_steady_drift_cancels_in_the_median_of_the_pairs():
     # The machine slows by 10 per slot; the server always delivers 80 % of the forward's
     # rate at that moment. Each pair's two slots are adjacent, so every ratio stays near 0.8

@@ -46,7 +46,7 @@ def test_perf_help_shows_defaults():
                  "[1, 1024]=1", "--concurrency-range", "--request-rate", "--warmup-ms",
                  "=2000", "--window-ms", "--stability", "=0.1", "--max-windows", "[3, 1000]=10",
                  "--timeout-ms", "=30000", "--format", "=json", "--inputs", "=auto", "--streaming",
-                 "INPUT"]:
+                 "--batch-size", "[1, 1024]=1", "INPUT"]:
         assert text in res.stdout, (text, res.stdout)
 
 
@@ -129,6 +129,10 @@ PERF_REJECTED = [
     (["--streaming"], "--streaming needs --api kserve"),
     (["--api", "gatescope", "--streaming"], "--streaming needs --api kserve"),
     (["--api", "rest", "--streaming"], "--streaming needs --api kserve"),
+    (["--batch-size", "0"], "--batch-size"),
+    (["--batch-size", "1025"], "--batch-size"),
+    (["--batch-size", "2"], "--batch-size above 1 needs --api kserve or rest"),
+    (["--api", "gatescope", "--batch-size", "4"], "--batch-size above 1 needs --api kserve"),
     (["--api", "rest", "--tls-cert", "c.pem"], "--tls-cert needs --tls-key"),
     (["--api", "rest", "--tls-ca", "missing.pem"], "--tls-ca 'missing.pem'"),
 ]

@@ -291,6 +291,39 @@ def test_config_pbtxt_dynamic_batching_forms_batches(tmp_path, pngs):
         assert stop_server(srv) == 0
 
 
+def batch_size_histogram(server, model):
+    """(sum, count) of the server's gatescope_batch_size histogram of `model`: examples and
+    executions so far."""
+    body = urllib.request.urlopen(
+        f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10).read().decode()
+    metric = {l.split()[0]: float(l.split()[1]) for l in body.splitlines()
+              if l.startswith("gatescope_batch_size_")}
+    return (metric.get(f'gatescope_batch_size_sum{{model="{model}"}}', 0),
+            metric.get(f'gatescope_batch_size_count{{model="{model}"}}', 0))
+
+
+@pytest.mark.parametrize("api", [["kserve"], ["kserve", "--streaming"], ["rest"]])
+def test_load_generator_sends_several_inputs_per_request(server, pngs, api):
+    """--batch-size 4 at concurrency 1: every request carries four images, so each of the
+    server's executions of the model is a batch of exactly four (one request at a time
+    cannot be batched with another), and inferences_per_s is four times the request rate.
+    Sent one at a time, every execution would be a batch of one."""
+    address = f"127.0.0.1:{server.http_port}" if api == ["rest"] else server.address
+    before = batch_size_histogram(server, "vit_fmnist")
+    cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", address,
+           "--model", "vit_fmnist", "--api", *api, "--batch-size", "4", "--concurrency", "1",
+           "--warmup-ms", "200", "--window-ms", "300", "--max-windows", "3",
+           *[str(p) for p, _ in pngs[:7]]]  # 7 files: the requests' images wrap around
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    row = json_lines(out.stdout)[-1]
+    assert row["batch_size"] == 4 and row["ok"] > 0 and row["errors"] == {}
+    assert row["inferences_per_s"] == pytest.approx(4 * row["throughput"])
+    examples, executions = (a - b for a, b in zip(batch_size_histogram(server, "vit_fmnist"),
+                                                  before))
+    assert executions >= row["ok"] and examples == 4 * executions
+
+
 @pytest.mark.parametrize("api", [["gatescope"], ["kserve"], ["kserve", "--streaming"], ["rest"]])
 def test_load_generator_reports_client_and_server_split(server, pngs, api):
     """Every API, REST included (its load, metadata and statistics over HTTP alone): all
