@@ -36,6 +36,29 @@ WorkItem Item(int id, Outcomes* outcomes) {
   return item;
 }
 
+// The examples of one call: jobs first, first + 1, ..., first + count - 1.
+std::vector<WorkItem> Call(int first, int count, Outcomes* outcomes) {
+  std::vector<WorkItem> items;
+  for (int id = first; id < first + count; ++id) items.push_back(Item(id, outcomes));
+  return items;
+}
+
+// A batcher whose only worker is held in its instance, running job 0 (of `outcomes`).
+struct BusyWorker {
+  BusyWorker(int max_batch, int max_queue, Outcomes* outcomes, QueueObserver* observer = nullptr) {
+    DynamicBatchingConfig config;
+    config.max_batch_size = max_batch;
+    config.queue_policy.max_queue_size = max_queue;
+    batcher = DynamicBatcher::Create({&executor}, config, &clock, observer).value();
+    executor.Hold();
+    EXPECT_TRUE(batcher->Enqueue(Item(0, outcomes)).ok());
+    executor.AwaitEntered(1);
+  }
+  FakeExecutor executor;
+  FakeClock clock;
+  std::unique_ptr<DynamicBatcher> batcher;
+};
+
 class RecordingObserver : public QueueObserver {
  public:
   void QueueDepth(int depth) override {
@@ -88,51 +111,36 @@ TEST(DynamicBatcherTest, FullQueueRefusesTheJobAtOnce) {
 // A call's examples reach the queue in one step: a worker woken by the first can never find
 // the queue holding only part of them (the depth goes 0 -> 4 -> 0, never 1, 2 or 3).
 TEST(DynamicBatcherTest, AGroupIsQueuedAllAtOnce) {
-  FakeExecutor executor;
-  FakeClock clock;
   RecordingObserver observer;
-  DynamicBatchingConfig config;
-  config.max_batch_size = 8;
-  auto batcher = DynamicBatcher::Create({&executor}, config, &clock, &observer).value();
   Outcomes outcomes(5);
-  executor.Hold();
-  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
-  executor.AwaitEntered(1);
+  BusyWorker w(8, 0, &outcomes, &observer);
   {
     absl::MutexLock l(&observer.mu_);
     observer.depths.clear();
   }
-  std::vector<WorkItem> call;
-  for (int i = 1; i <= 4; ++i) call.push_back(Item(i, &outcomes));
-  ASSERT_TRUE(batcher->EnqueueGroup(std::move(call)).ok());
+  ASSERT_TRUE(w.batcher->EnqueueGroup(Call(1, 4, &outcomes)).ok());
   {
     absl::MutexLock l(&observer.mu_);
     EXPECT_EQ(observer.depths, (std::vector<int>{4}));
   }
-  executor.Release();
+  w.executor.Release();
   outcomes.Await(5);
-  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {1, 2, 3, 4}}));
+  EXPECT_EQ(w.executor.groups(), (std::vector<std::vector<int>>{{0}, {1, 2, 3, 4}}));
 }
 
 // The queue fills part-way through a call: the examples queued stay queued and run, the one
 // that did not fit and every later one are refused with RESOURCE_EXHAUSTED before the call
 // returns.
 TEST(DynamicBatcherTest, AGroupThatOverfillsTheQueueQueuesWhatFits) {
-  FakeExecutor executor;
-  FakeClock clock;
-  auto batcher = Make({&executor}, &clock, 8, 2);
   Outcomes outcomes(5);
-  executor.Hold();
-  ASSERT_TRUE(batcher->Enqueue(Item(0, &outcomes)).ok());
-  executor.AwaitEntered(1);
-  std::vector<WorkItem> call;
-  for (int i = 1; i <= 4; ++i) call.push_back(Item(i, &outcomes));
-  EXPECT_EQ(batcher->EnqueueGroup(std::move(call)).code(), absl::StatusCode::kResourceExhausted);
+  BusyWorker w(8, 2, &outcomes);
+  EXPECT_EQ(w.batcher->EnqueueGroup(Call(1, 4, &outcomes)).code(),
+            absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(outcomes.refused(3), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(outcomes.refused(4), absl::StatusCode::kResourceExhausted);
-  executor.Release();
+  w.executor.Release();
   outcomes.Await(5);
-  EXPECT_EQ(executor.groups(), (std::vector<std::vector<int>>{{0}, {1, 2}}));
+  EXPECT_EQ(w.executor.groups(), (std::vector<std::vector<int>>{{0}, {1, 2}}));
 }
 
 TEST(DynamicBatcherTest, AGroupAfterStopIsRefusedWhole) {
@@ -141,9 +149,7 @@ TEST(DynamicBatcherTest, AGroupAfterStopIsRefusedWhole) {
   auto batcher = Make({&executor}, &clock, 8, 100);
   batcher->Stop();
   Outcomes outcomes(3);
-  std::vector<WorkItem> call;
-  for (int i = 0; i < 3; ++i) call.push_back(Item(i, &outcomes));
-  EXPECT_EQ(batcher->EnqueueGroup(std::move(call)).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(batcher->EnqueueGroup(Call(0, 3, &outcomes)).code(), absl::StatusCode::kUnavailable);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(outcomes.refused(i), absl::StatusCode::kUnavailable) << i;
 }
 
