@@ -36,8 +36,8 @@ class DynamicBatcher : public Scheduler {
   ~DynamicBatcher() override;
 
   absl::Status Enqueue(WorkItem item) override;
-  // The items under one lock and one wake-up, counted as one arrival for early release
-  // (they came in one call).
+  // A worker sees none or all of the items that are queued; they count as one arrival for
+  // early release (they came in one call).
   absl::Status EnqueueGroup(std::vector<WorkItem> items) override;
   void Stop() override;
   int QueueDepth() const override;

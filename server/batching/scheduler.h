@@ -23,11 +23,11 @@ class Scheduler {
   // once.
   // Thread-safe.
   virtual absl::Status Enqueue(WorkItem item) = 0;
-  // Queues the items of one call (the examples of a KServe request) together, so that a
-  // worker finds them all at once instead of starting a batch with the first while the
-  // others are still being prepared and queued one by one. Stops at the first item that is
-  // refused: that item and every later one are refused with the returned status; the
-  // earlier ones stay queued. This version calls Enqueue for each item in turn. Thread-safe.
+  // Queues the items of one call (the examples of a KServe request). An implementation may
+  // promise that a worker sees none or all of them (DynamicBatcher does); this version
+  // calls Enqueue for each in turn. On error the returned status is that of the first item
+  // refused; that item and every later one have been refused with it, and each earlier one
+  // is either queued or refused with it too (none is left unfinished). Thread-safe.
   virtual absl::Status EnqueueGroup(std::vector<WorkItem> items) {
     for (size_t i = 0; i < items.size(); ++i) {
       absl::Status st = Enqueue(std::move(items[i]));

@@ -74,7 +74,6 @@ void KServeCore::ModelInfer(const kv::ModelInferRequest* request,
   auto abandoned = [results] { return results->failed(); };
   SubmitAll(*call, context, *std::move(jobs), *scheduling, abandoned)
       .IgnoreError();  // a refused job has been finished with its status
-
 }
 
 void KServeCore::Control(std::function<absl::Status()> work, FinishCall finish) {

@@ -72,8 +72,8 @@ absl::Status Submit(const ModelCall& call, const CallContext& context,
                     std::function<bool()> abandoned = nullptr);
 
 // Queues the jobs of one call (its examples) together (Scheduler::EnqueueGroup), each as
-// Submit would. If one is refused, it and every later one have been refused with the
-// status returned (earlier ones stay queued, and `abandoned` lets them go).
+// Submit would. On error every job is finished or queued: the refused ones with the status
+// returned, and `abandoned` lets queued ones go.
 absl::Status SubmitAll(const ModelCall& call, const CallContext& context,
                        std::vector<std::unique_ptr<InferenceJob>> jobs,
                        const Scheduling& scheduling, const std::function<bool()>& abandoned);

@@ -157,21 +157,29 @@ TEST(PreparingScheduler, AGroupPreparedOnTheCallerIsQueuedTogether) {
   EXPECT_EQ(f.executor.groups().size(), 1u);
 }
 
-// A group with an example for the pool goes job by job: the pool's jobs arrive as prepared.
+// A group with an example for the pool goes job by job: the pool's job is prepared on a
+// pool thread and arrives when prepared, and the call's other job does not wait for it.
 TEST(PreparingScheduler, AGroupWithPoolWorkIsQueuedJobByJob) {
   Fixture f(2, 8, /*max_batch=*/8);
   Outcomes outcomes(2);
+  absl::Notification gate;
   std::vector<WorkItem> call;
-  WorkItem pooled;
-  pooled.job = std::make_unique<PreparingJob>(0, &outcomes);  // prepared on the pool
-  call.push_back(std::move(pooled));
-  WorkItem plain;
-  plain.job = std::make_unique<RecordingJob>(1, &outcomes);
-  call.push_back(std::move(plain));
+  auto pooled = std::make_unique<PreparingJob>(0, &outcomes, &gate);
+  PreparingJob* raw = pooled.get();
+  call.emplace_back().job = std::move(pooled);
+  call.emplace_back().job = std::make_unique<RecordingJob>(1, &outcomes);
   ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());
+  outcomes.Await(1);
+  EXPECT_TRUE(outcomes.executed(1));
+  EXPECT_FALSE(outcomes.executed(0));
+  f.executor.Hold();
+  gate.Notify();
+  f.executor.AwaitEntered(2);  // job 0 now sits in the executor, alive
+  EXPECT_NE(raw->prepared_on, std::this_thread::get_id());
+  EXPECT_NE(raw->prepared_on, std::thread::id());
+  f.executor.Release();
   outcomes.Await(2);
   EXPECT_TRUE(outcomes.executed(0));
-  EXPECT_TRUE(outcomes.executed(1));
 }
 
 // The point of preparing ahead: a slow input holds up no other request of the model.
