@@ -69,8 +69,8 @@ void KServeCore::ModelInfer(const kv::ModelInferRequest* request,
     call->kind->store(RequestKind::kExplain);
   }
   // Once an example has failed, the call's answer is that error: queued examples are
-  // refused (as cancelled) rather than run. The examples are queued together, so that a
-  // call's batch is not split by a worker that starts while they are being queued.
+  // refused (as cancelled) rather than run. Examples prepared on this thread reach the
+  // queue together (Scheduler::EnqueueGroup): no worker starts with part of them.
   auto abandoned = [results] { return results->failed(); };
   SubmitAll(*call, context, *std::move(jobs), *scheduling, abandoned)
       .IgnoreError();  // a refused job has been finished with its status
