@@ -24,7 +24,8 @@
 // --batch-size N (KServe over gRPC or REST; perf_analyzer's -b) sends N inputs per request,
 // the next N files in turn, as one BYTES [N] input: the model sees N examples in one call,
 // as from a client that batches itself. `throughput` stays requests/s; `inferences_per_s`
-// is N times it.
+// is N times it. An N above the model's max_batch_size (from its metadata) stops the tool
+// before any load, since the server would refuse every request.
 // --streaming (with --api kserve) sends the same ModelInfer requests over ModelStreamInfer,
 // as Triton's streaming clients do: each sending thread keeps one stream open and has one
 // request on it at a time, so a request costs no call of its own. A reply with
@@ -493,9 +494,11 @@ std::optional<std::vector<std::string>> ReadInputs(const std::vector<std::string
   return inputs;
 }
 
-// Whether the model reads text, from its task (gatescope.v1 GetModelMetadata, over REST
-// GET /v2/models/NAME/gatescope); the failed call's status otherwise.
-absl::StatusOr<bool> ReadsText(const Options& opt, const Server& target) {
+// The model's gatescope.v1 metadata (GetModelMetadata, over REST GET
+// /v2/models/NAME/gatescope): its task says whether it reads text, its config the largest
+// batch the server forms. The failed call's status otherwise.
+absl::StatusOr<v1::ModelMetadataResponse> ModelMetadata(const Options& opt,
+                                                        const Server& target) {
   if (target.rest) {
     v1::ModelMetadataResponse resp;
     const absl::Status st =
@@ -504,7 +507,7 @@ absl::StatusOr<bool> ReadsText(const Options& opt, const Server& target) {
       return absl::Status(st.code(), "model metadata of " + opt.model + ": " +
                                          std::string(st.message()));
     }
-    return resp.config().task() == "text_classification";
+    return resp;
   }
   const Connection& server = *target.grpc;
   auto stub = v1::Inference::NewStub(server.channel());
@@ -517,7 +520,7 @@ absl::StatusOr<bool> ReadsText(const Options& opt, const Server& target) {
     return absl::Status(static_cast<absl::StatusCode>(st.error_code()),
                         "model metadata of " + opt.model + ": " + st.error_message());
   }
-  return resp.config().task() == "text_classification";
+  return resp;
 }
 
 int Main(int argc, char** argv) {
@@ -549,17 +552,25 @@ int Main(int argc, char** argv) {
     if (!grpc.ok()) return client::UsageError(app, std::string(grpc.status().message()));
     server.grpc = *std::move(grpc);
   }
-  if (f.input_kind == "auto") {
-    const absl::StatusOr<bool> text = ReadsText(opt, server);
-    if (!text.ok()) {
-      std::cerr << "gatescope-perf: " << text.status().message()
-                << " (--inputs image|text skips this call)\n";
+  // The metadata decides what the inputs are (--inputs auto) and bounds --batch-size.
+  if (f.input_kind == "auto" || opt.batch_size > 1) {
+    const absl::StatusOr<v1::ModelMetadataResponse> meta = ModelMetadata(opt, server);
+    if (!meta.ok()) {
+      std::cerr << "gatescope-perf: " << meta.status().message()
+                << (f.input_kind == "auto" ? " (--inputs image|text skips this call)" : "")
+                << "\n";
       return 2;
     }
-    opt.text = *text;
-  } else {
-    opt.text = f.input_kind == "text";
+    const int max_batch = meta->config().max_batch_size();
+    if (max_batch > 0 && opt.batch_size > max_batch) {
+      std::cerr << "gatescope-perf: --batch-size " << opt.batch_size << " exceeds "
+                << opt.model << "'s max_batch_size " << max_batch
+                << ": the server would refuse every request\n";
+      return 2;
+    }
+    if (f.input_kind == "auto") opt.text = meta->config().task() == "text_classification";
   }
+  if (f.input_kind != "auto") opt.text = f.input_kind == "text";
   if (f.levels.empty()) f.levels.push_back(opt.concurrency);
   const std::optional<std::vector<std::string>> inputs = ReadInputs(f.inputs);
   if (!inputs) return 2;

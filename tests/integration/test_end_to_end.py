@@ -324,6 +324,20 @@ def test_load_generator_sends_several_inputs_per_request(server, pngs, api):
     assert executions >= row["ok"] and examples == 4 * executions
 
 
+@pytest.mark.parametrize("api", [["kserve"], ["rest"]])
+def test_load_generator_refuses_a_batch_above_the_model_s_maximum(server, pngs, api):
+    """vit_fmnist serves batches of at most 32: --batch-size 33 stops before any load,
+    naming the bound, whatever --inputs says."""
+    address = f"127.0.0.1:{server.http_port}" if api == ["rest"] else server.address
+    for kind in ("auto", "image"):
+        cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", address, "--model",
+               "vit_fmnist", "--api", *api, "--batch-size", "33", "--inputs", kind,
+               str(pngs[0][0])]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and out.stdout == ""
+        assert "--batch-size 33 exceeds vit_fmnist's max_batch_size 32" in out.stderr
+
+
 @pytest.mark.parametrize("api", [["gatescope"], ["kserve"], ["kserve", "--streaming"], ["rest"]])
 def test_load_generator_reports_client_and_server_split(server, pngs, api):
     """Every API, REST included (its load, metadata and statistics over HTTP alone): all
