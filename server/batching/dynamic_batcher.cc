@@ -100,6 +100,15 @@ void DynamicBatcher::ReportDepth() {
   if (observer_) observer_->QueueDepth(static_cast<int>(queue_.size()));
 }
 
+void DynamicBatcher::Queued(size_t n) {
+  if (n > 0) {
+    arrivals_ += n;
+    signals_.fetch_add(1, std::memory_order_release);
+    all_arrivals.fetch_add(1, std::memory_order_release);
+  }
+  ReportDepth();
+}
+
 absl::Status DynamicBatcher::PushLocked(WorkItem& item, absl::Time now, bool arrival,
                                         std::vector<Entry>& expired,
                                         std::vector<Entry>& cancelled) {
@@ -130,12 +139,7 @@ absl::Status DynamicBatcher::Enqueue(WorkItem item) {
       st = absl::UnavailableError("model is shutting down");
     } else {
       st = PushLocked(item, clock_->Now(), /*arrival=*/true, expired, cancelled);
-      if (st.ok()) {
-        ++arrivals_;
-        signals_.fetch_add(1, std::memory_order_release);
-        all_arrivals.fetch_add(1, std::memory_order_release);
-      }
-      ReportDepth();
+      Queued(st.ok() ? 1 : 0);
     }
   }
   // Refused outside the lock: a job's Refuse may finish its call.
@@ -159,12 +163,7 @@ absl::Status DynamicBatcher::EnqueueGroup(std::vector<WorkItem> items) {
         st = PushLocked(items[queued], now, /*arrival=*/queued == 0, expired, cancelled);
         if (!st.ok()) break;
       }
-      if (queued > 0) {
-        arrivals_ += queued;
-        signals_.fetch_add(1, std::memory_order_release);
-        all_arrivals.fetch_add(1, std::memory_order_release);
-      }
-      ReportDepth();
+      Queued(queued);
     }
   }
   RefuseAll(expired, Expired());

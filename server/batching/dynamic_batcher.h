@@ -56,6 +56,9 @@ class DynamicBatcher : public Scheduler {
   absl::Status PushLocked(WorkItem& item, absl::Time now, bool arrival,
                           std::vector<Entry>& expired, std::vector<Entry>& cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After the pushes of one Enqueue or EnqueueGroup: wakes the workers (and pollers) once
+  // for the `n` items queued (none: no wake-up) and reports the queue's depth.
+  void Queued(size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns once signals_ differs from `seen`, another batcher's worker may want a CPU (an
   // arrival or a running forward anywhere in the process), or idle_poll_ has passed.
   void PollForSignal(uint64_t seen) const noexcept ABSL_LOCKS_EXCLUDED(mu_);
