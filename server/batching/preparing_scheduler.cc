@@ -1,7 +1,8 @@
 #include "server/batching/preparing_scheduler.h"
 
-#include <algorithm>
+#include <memory>
 #include <utility>
+#include <vector>
 
 namespace gatescope {
 
@@ -51,31 +52,104 @@ absl::Status PreparingScheduler::Enqueue(WorkItem item) {
   return st;
 }
 
+// A call's jobs while some are prepared on the pool. Each pool task prepares its own job
+// (no two touch the same one); the lock orders their ends, and whoever ends last (a task,
+// or the caller done submitting) takes the jobs to hand them on.
+class PreparingScheduler::Group {
+ public:
+  // `holds`: the pool tasks to come, plus one for the caller while it submits them.
+  Group(std::vector<WorkItem> items, int holds) : items_(std::move(items)), holds_(holds) {}
+
+  WorkItem& item(size_t i) { return items_[i]; }
+
+  // Ends `n` holds, the first failure kept; true for whoever ended the last hold, which
+  // then owns the jobs (TakeItems) and the group's failure.
+  bool End(const absl::Status& status, int n = 1) {
+    absl::MutexLock lock(&mu_);
+    if (failure_.ok()) failure_ = status;
+    holds_ -= n;
+    return holds_ == 0;
+  }
+  std::vector<WorkItem> TakeItems() { return std::move(items_); }
+  absl::Status failure() const {
+    absl::MutexLock lock(&mu_);
+    return failure_;
+  }
+
+ private:
+  std::vector<WorkItem> items_;
+  mutable absl::Mutex mu_;
+  int holds_ ABSL_GUARDED_BY(mu_);
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);
+};
+
 absl::Status PreparingScheduler::EnqueueGroup(std::vector<WorkItem> items) {
-  const bool on_caller = std::all_of(items.begin(), items.end(), [](const WorkItem& item) {
-    return !item.job->prepares_ahead() || item.job->prepares_on_caller();
-  });
-  if (!on_caller) return Scheduler::EnqueueGroup(std::move(items));
-  for (WorkItem& item : items) {
+  std::vector<size_t> for_pool;
+  for (size_t i = 0; i < items.size(); ++i) {
+    WorkItem& item = items[i];
     if (!item.job->prepares_ahead()) continue;
+    if (!item.job->prepares_on_caller()) {
+      for_pool.push_back(i);
+      continue;
+    }
     if (absl::Status st = item.job->PrepareAhead(); !st.ok()) {
       for (WorkItem& refused : items) refused.job->Refuse(st);
       return st;
     }
   }
-  return next_->EnqueueGroup(std::move(items));
+  if (for_pool.empty()) return next_->EnqueueGroup(std::move(items));
+  const int jobs = static_cast<int>(items.size());
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      absl::Status st = absl::UnavailableError("model is shutting down");
+      for (WorkItem& refused : items) refused.job->Refuse(st);
+      return st;
+    }
+    preparing_ += jobs;
+  }
+  auto group = std::make_shared<Group>(std::move(items), static_cast<int>(for_pool.size()) + 1);
+  absl::Status submitted;
+  for (size_t k = 0; k < for_pool.size(); ++k) {
+    const size_t i = for_pool[k];
+    submitted = pool_->Submit([this, group, i] {
+      const absl::Status st = PrepareOnPool(group->item(i));
+      if (group->End(st)) HandOn(group->TakeItems(), group->failure());
+    });
+    if (!submitted.ok()) {
+      // This task and the later ones never run: their holds end here, with the caller's.
+      if (group->End(submitted, static_cast<int>(for_pool.size() - k) + 1)) {
+        HandOn(group->TakeItems(), submitted);
+      }
+      return submitted;
+    }
+  }
+  if (group->End(absl::OkStatus())) HandOn(group->TakeItems(), group->failure());
+  return absl::OkStatus();
+}
+
+void PreparingScheduler::HandOn(std::vector<WorkItem> items, const absl::Status& failure) {
+  const int jobs = static_cast<int>(items.size());
+  if (failure.ok()) {
+    next_->EnqueueGroup(std::move(items)).IgnoreError();  // a refusal has finished the jobs
+  } else {
+    for (WorkItem& item : items) item.job->Refuse(failure);
+  }
+  Prepared(jobs);
+}
+
+absl::Status PreparingScheduler::PrepareOnPool(WorkItem& item) const {
+  if (clock_->Now() >= item.deadline) {
+    return absl::DeadlineExceededError("deadline passed while the input waited for preparation");
+  }
+  if (item.cancelled && item.cancelled()) {
+    return absl::CancelledError("request cancelled while its input waited for preparation");
+  }
+  return item.job->PrepareAhead();
 }
 
 void PreparingScheduler::Prepare(WorkItem item) {
-  absl::Status st;
-  if (clock_->Now() >= item.deadline) {
-    st = absl::DeadlineExceededError("deadline passed while the input waited for preparation");
-  } else if (item.cancelled && item.cancelled()) {
-    st = absl::CancelledError("request cancelled while its input waited for preparation");
-  } else {
-    st = item.job->PrepareAhead();
-  }
-  if (st.ok()) {
+  if (const absl::Status st = PrepareOnPool(item); st.ok()) {
     next_->Enqueue(std::move(item)).IgnoreError();  // a refusal has finished the job
   } else {
     item.job->Refuse(st);
@@ -83,9 +157,9 @@ void PreparingScheduler::Prepare(WorkItem item) {
   Prepared();
 }
 
-void PreparingScheduler::Prepared() {
+void PreparingScheduler::Prepared(int jobs) {
   absl::MutexLock lock(&mu_);
-  --preparing_;
+  preparing_ -= jobs;
 }
 
 void PreparingScheduler::Stop() {

@@ -31,11 +31,17 @@ class PreparingScheduler : public Scheduler {
   // preparation failed, or else queued on `next` (which may still refuse it). Jobs prepared
   // on the caller: their preparation's error is returned (and the job refused with it).
   absl::Status Enqueue(WorkItem item) override;
-  // When every job is prepared on the caller or needs no preparation: prepares them all,
-  // then queues them on `next` together. If a preparation fails, every job of the group is
-  // refused with its error (none was queued) and it is returned. A group with any job for
-  // the pool is queued job by job (Scheduler::EnqueueGroup): those jobs arrive as they are
-  // prepared.
+  // The jobs of one call, queued on `next` together (none before every one is prepared, so
+  // a worker takes none or all of them, as `next` promises): jobs prepared on the caller
+  // are prepared first, on this thread; jobs for the pool then go to the pool, one task
+  // each (they prepare in parallel), and the last to finish hands the whole group on.
+  // Fails as one: a preparation on the caller that fails refuses every job of the group
+  // with its error, which is returned, and submits nothing to the pool; a pool job that
+  // expires, is cancelled or fails (as in Enqueue) refuses every job of the group with
+  // that status once the group's other preparations have ended. RESOURCE_EXHAUSTED (pool
+  // full) or UNAVAILABLE (stopping) is returned when the group cannot be submitted whole;
+  // its jobs are then refused with it, those already on the pool when their preparations
+  // end.
   absl::Status EnqueueGroup(std::vector<WorkItem> items) override;
   // Refuses new jobs, waits for this model's jobs in preparation to be queued, then stops
   // `next` (which drains them).
@@ -44,14 +50,21 @@ class PreparingScheduler : public Scheduler {
   int QueueDepth() const override;
 
  private:
+  class Group;
   void Prepare(WorkItem item);  // on a pool thread
-  void Prepared();
+  // The checks and the preparation of a job on a pool thread: DEADLINE_EXCEEDED or
+  // CANCELLED if it expired or was cancelled while waiting, else PrepareAhead's status.
+  absl::Status PrepareOnPool(WorkItem& item) const;
+  // Ends a group whose preparations have all ended: queues it on `next`, or refuses every
+  // job with `failure`. Then its jobs leave preparing_.
+  void HandOn(std::vector<WorkItem> items, const absl::Status& failure);
+  void Prepared(int jobs = 1);
 
   PreparationPool* const pool_;
   const Clock* const clock_;
   const std::unique_ptr<Scheduler> next_;
   mutable absl::Mutex mu_;
-  int preparing_ ABSL_GUARDED_BY(mu_) = 0;
+  int preparing_ ABSL_GUARDED_BY(mu_) = 0;  // jobs (a group's all) not yet handed to next_
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

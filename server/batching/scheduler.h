@@ -27,7 +27,8 @@ class Scheduler {
   // promise that a worker sees none or all of them (DynamicBatcher does); this version
   // calls Enqueue for each in turn. On error the returned status is that of the first item
   // refused; that item and every later one have been refused with it, and each earlier one
-  // is either queued or refused with it too (none is left unfinished). Thread-safe.
+  // is either queued or refused with it too (none is left unfinished; PreparingScheduler
+  // may instead refuse some when their preparation ends). Thread-safe.
   virtual absl::Status EnqueueGroup(std::vector<WorkItem> items) {
     for (size_t i = 0; i < items.size(); ++i) {
       absl::Status st = Enqueue(std::move(items[i]));

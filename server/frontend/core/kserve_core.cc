@@ -69,8 +69,9 @@ void KServeCore::ModelInfer(const kv::ModelInferRequest* request,
     call->kind->store(RequestKind::kExplain);
   }
   // Once an example has failed, the call's answer is that error: queued examples are
-  // refused (as cancelled) rather than run. Examples prepared on this thread reach the
-  // queue together (Scheduler::EnqueueGroup): no worker starts with part of them.
+  // refused (as cancelled) rather than run. The examples reach the queue together once all
+  // are prepared, here or on the preparation pool (Scheduler::EnqueueGroup): no worker
+  // starts with part of them.
   auto abandoned = [results] { return results->failed(); };
   SubmitAll(*call, context, *std::move(jobs), *scheduling, abandoned)
       .IgnoreError();  // a refused job has been finished with its status

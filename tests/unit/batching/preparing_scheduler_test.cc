@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "server/batching/dynamic_batcher.h"
 #include "tests/mocks/fake_clock.h"
 #include "tests/mocks/fake_executor.h"
@@ -64,6 +65,17 @@ struct Fixture {
   PreparationPool pool;
   std::unique_ptr<PreparingScheduler> scheduler;
 };
+
+// Whether the scheduler's depth reaches `depth` within a second (a job is finished just
+// before its group leaves the count of jobs in preparation, so a test waits for it).
+bool DepthFallsTo(const Scheduler& scheduler, int depth) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(1);
+  while (scheduler.QueueDepth() != depth) {
+    if (absl::Now() > give_up) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
 
 TEST(PreparingScheduler, PreparesOnAPoolThreadThenRuns) {
   Fixture f;
@@ -157,29 +169,132 @@ TEST(PreparingScheduler, AGroupPreparedOnTheCallerIsQueuedTogether) {
   EXPECT_EQ(f.executor.groups().size(), 1u);
 }
 
-// A group with an example for the pool goes job by job: the pool's job is prepared on a
-// pool thread and arrives when prepared, and the call's other job does not wait for it.
-TEST(PreparingScheduler, AGroupWithPoolWorkIsQueuedJobByJob) {
+// A call with examples for the pool: those prepare on pool threads, the others on the
+// caller, and the call reaches the queue whole once the last preparation ends (one batch),
+// not as each example is ready.
+TEST(PreparingScheduler, AGroupWithPoolWorkIsQueuedWholeOnceEveryJobIsPrepared) {
+  Fixture f(2, 8, /*max_batch=*/8);
+  Outcomes outcomes(4);
+  absl::Notification gate0, gate1;
+  std::vector<WorkItem> call;
+  auto first = std::make_unique<PreparingJob>(0, &outcomes, &gate0);
+  auto second = std::make_unique<PreparingJob>(1, &outcomes, &gate1);
+  auto small = std::make_unique<PreparingJob>(2, &outcomes);
+  small->on_caller = true;
+  PreparingJob* raw0 = first.get();
+  PreparingJob* raw2 = small.get();
+  call.emplace_back().job = std::move(first);
+  call.emplace_back().job = std::move(second);
+  call.emplace_back().job = std::move(small);
+  call.emplace_back().job = std::make_unique<RecordingJob>(3, &outcomes);  // nothing to prepare
+  ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());
+  EXPECT_EQ(f.scheduler->QueueDepth(), 4);  // the whole call waits on its preparations
+  gate1.Notify();
+  EXPECT_FALSE(outcomes.AwaitFor(1, absl::Milliseconds(50)));  // job 0 still prepares
+  f.executor.Hold();
+  gate0.Notify();
+  f.executor.AwaitEntered(1);  // the call's jobs now sit in the executor, alive
+  EXPECT_NE(raw0->prepared_on, std::this_thread::get_id());
+  EXPECT_NE(raw0->prepared_on, std::thread::id());
+  EXPECT_EQ(raw2->prepared_on, std::this_thread::get_id());
+  f.executor.Release();
+  outcomes.Await(4);
+  EXPECT_EQ(f.executor.groups(), (std::vector<std::vector<int>>{{0, 1, 2, 3}}));
+  EXPECT_TRUE(DepthFallsTo(*f.scheduler, 0));  // the group has left preparation
+}
+
+// The examples for the pool prepare in parallel, one pool task each.
+TEST(PreparingScheduler, AGroupsPoolJobsPrepareInParallel) {
   Fixture f(2, 8, /*max_batch=*/8);
   Outcomes outcomes(2);
   absl::Notification gate;
   std::vector<WorkItem> call;
-  auto pooled = std::make_unique<PreparingJob>(0, &outcomes, &gate);
-  PreparingJob* raw = pooled.get();
-  call.emplace_back().job = std::move(pooled);
-  call.emplace_back().job = std::make_unique<RecordingJob>(1, &outcomes);
+  std::vector<PreparingJob*> raw;
+  for (int i = 0; i < 2; ++i) {
+    auto job = std::make_unique<PreparingJob>(i, &outcomes, &gate);
+    raw.push_back(job.get());
+    call.emplace_back().job = std::move(job);
+  }
   ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());
-  outcomes.Await(1);
-  EXPECT_TRUE(outcomes.executed(1));
-  EXPECT_FALSE(outcomes.executed(0));
+  // Both preparations are held at the gate at once, so they took both pool threads.
+  while (f.pool.Waiting() != 0) std::this_thread::yield();
   f.executor.Hold();
   gate.Notify();
-  f.executor.AwaitEntered(2);  // job 0 now sits in the executor, alive
-  EXPECT_NE(raw->prepared_on, std::this_thread::get_id());
-  EXPECT_NE(raw->prepared_on, std::thread::id());
+  f.executor.AwaitEntered(1);  // the jobs now sit in the executor, alive
+  EXPECT_NE(raw[0]->prepared_on, raw[1]->prepared_on);
   f.executor.Release();
   outcomes.Await(2);
+  EXPECT_EQ(f.executor.groups(), (std::vector<std::vector<int>>{{0, 1}}));
+}
+
+// One example whose preparation fails on the pool fails its whole call: every job of the
+// group is refused with that status, none runs.
+TEST(PreparingScheduler, AFailedPoolPreparationRefusesTheWholeGroup) {
+  Fixture f(2, 8, /*max_batch=*/8);
+  Outcomes outcomes(3);
+  std::vector<WorkItem> call;
+  call.emplace_back().job = std::make_unique<PreparingJob>(0, &outcomes);
+  call.emplace_back().job = std::make_unique<PreparingJob>(
+      1, &outcomes, nullptr, absl::InvalidArgumentError("not an image"));
+  auto small = std::make_unique<PreparingJob>(2, &outcomes);
+  small->on_caller = true;
+  call.emplace_back().job = std::move(small);
+  ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());  // fails later, on the pool
+  outcomes.Await(3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(outcomes.refused(i), absl::StatusCode::kInvalidArgument) << i;
+  }
+  EXPECT_TRUE(f.executor.groups().empty());
+  EXPECT_TRUE(DepthFallsTo(*f.scheduler, 0));  // the group has left preparation
+}
+
+// A call whose deadline passes while its examples wait for a pool thread is refused whole,
+// unprepared.
+TEST(PreparingScheduler, AGroupThatExpiresWaitingForThePoolIsRefusedWhole) {
+  Fixture f(/*threads=*/1, 8, /*max_batch=*/8);
+  Outcomes outcomes(3);
+  absl::Notification gate;
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());  // holds the thread
+  std::vector<WorkItem> call;
+  std::vector<PreparingJob*> raw;
+  for (int i = 1; i < 3; ++i) {
+    auto job = std::make_unique<PreparingJob>(i, &outcomes);
+    raw.push_back(job.get());
+    WorkItem& item = call.emplace_back();
+    item.job = std::move(job);
+    item.deadline = f.clock.Now() + absl::Seconds(1);
+  }
+  ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());
+  f.clock.Advance(absl::Seconds(2));
+  gate.Notify();
+  outcomes.Await(3);
   EXPECT_TRUE(outcomes.executed(0));
+  EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(outcomes.refused(2), absl::StatusCode::kDeadlineExceeded);
+}
+
+// A call the pool cannot take whole (its queue fills part-way) is refused whole with
+// RESOURCE_EXHAUSTED: the examples it refused at once, the one it took when its
+// preparation ends; none runs.
+TEST(PreparingScheduler, AGroupThePoolCannotTakeWholeIsRefusedWhole) {
+  Fixture f(/*threads=*/1, /*max_waiting=*/1, /*max_batch=*/8);
+  Outcomes outcomes(4);
+  absl::Notification gate;
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
+  while (f.pool.Waiting() != 0) std::this_thread::yield();  // job 0 runs, held
+  std::vector<WorkItem> call;
+  for (int i = 1; i < 4; ++i) call.emplace_back().job = std::make_unique<PreparingJob>(i, &outcomes);
+  EXPECT_EQ(f.scheduler->EnqueueGroup(std::move(call)).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(outcomes.finished(), 0);  // job 1 sits in the pool's queue, the call waits for it
+  gate.Notify();
+  outcomes.Await(4);
+  EXPECT_TRUE(outcomes.executed(0));
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(outcomes.refused(i), absl::StatusCode::kResourceExhausted) << i;
+  }
+  EXPECT_EQ(f.executor.groups(), (std::vector<std::vector<int>>{{0}}));
+  EXPECT_TRUE(DepthFallsTo(*f.scheduler, 0));  // the group has left preparation
 }
 
 // The point of preparing ahead: a slow input holds up no other request of the model.
@@ -259,6 +374,34 @@ TEST(PreparingScheduler, StopWaitsForPreparationThenDrains) {
   const absl::Status late = f.Add(std::make_unique<PreparingJob>(1, &outcomes));
   EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kUnavailable);
+}
+
+// Stop waits for a call still in preparation, which is then queued whole and drained; a
+// call after Stop is refused whole.
+TEST(PreparingScheduler, StopWaitsForAGroupInPreparation) {
+  Fixture f(2, 8, /*max_batch=*/8);
+  Outcomes outcomes(4);
+  absl::Notification gate;
+  std::vector<WorkItem> call;
+  call.emplace_back().job = std::make_unique<PreparingJob>(0, &outcomes, &gate);
+  call.emplace_back().job = std::make_unique<RecordingJob>(1, &outcomes);
+  ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    f.scheduler->Stop();
+    stopped.Notify();
+  });
+  EXPECT_FALSE(stopped.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  gate.Notify();
+  stopped.WaitForNotification();
+  stopper.join();
+  EXPECT_EQ(f.executor.groups(), (std::vector<std::vector<int>>{{0, 1}}));
+  std::vector<WorkItem> late;
+  late.emplace_back().job = std::make_unique<PreparingJob>(2, &outcomes);
+  late.emplace_back().job = std::make_unique<RecordingJob>(3, &outcomes);
+  EXPECT_EQ(f.scheduler->EnqueueGroup(std::move(late)).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(outcomes.refused(2), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(outcomes.refused(3), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace
