@@ -302,18 +302,38 @@ def batch_size_histogram(server, model):
             metric.get(f'gatescope_batch_size_count{{model="{model}"}}', 0))
 
 
+@pytest.fixture(scope="module")
+def large_pngs(tmp_path_factory):
+    """Seven held-out images drawn at 168 x 168 (each pixel six times over): above the
+    128 x 128 the server decodes on the receiving thread, so it decodes them on its
+    preparation pool."""
+    from gatescope.data.png import encode_gray_png
+    out = tmp_path_factory.mktemp("large_png")
+    images, _ = fashion_mnist.load_split("t10k")
+    paths = []
+    for i in range(7):
+        path = out / f"{i}.png"
+        path.write_bytes(encode_gray_png(np.kron(images[START + i], np.ones((6, 6), np.uint8))))
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("size", ["28x28", "168x168"])
 @pytest.mark.parametrize("api", [["kserve"], ["kserve", "--streaming"], ["rest"]])
-def test_load_generator_sends_several_inputs_per_request(server, pngs, api):
+def test_load_generator_sends_several_inputs_per_request(server, pngs, large_pngs, api, size):
     """--batch-size 4 at concurrency 1: every request carries four images, so each of the
     server's executions of the model is a batch of exactly four (one request at a time
     cannot be batched with another), and inferences_per_s is four times the request rate.
-    Sent one at a time, every execution would be a batch of one."""
+    Sent one at a time, every execution would be a batch of one. Small images are decoded
+    on the thread that receives the call, large ones on the preparation pool, in parallel:
+    either way the call's examples reach the queue together."""
     address = f"127.0.0.1:{server.http_port}" if api == ["rest"] else server.address
+    files = [p for p, _ in pngs[:7]] if size == "28x28" else large_pngs
     before = batch_size_histogram(server, "vit_fmnist")
     cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", address,
            "--model", "vit_fmnist", "--api", *api, "--batch-size", "4", "--concurrency", "1",
            "--warmup-ms", "200", "--window-ms", "300", "--max-windows", "3",
-           *[str(p) for p, _ in pngs[:7]]]  # 7 files: the requests' images wrap around
+           *[str(p) for p in files]]  # 7 files: the requests' images wrap around
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     row = json_lines(out.stdout)[-1]
