@@ -23,9 +23,11 @@ asks the same questions with the drift taken out:
   2 x max_batch_size (at most 128) against the faster of the two best batch sizes up to the
   served max_batch_size (found by a sweep of every batch size at the start, each size timed
   on the way up and again on the way down);
-- with --client-batch N (KServe APIs only), a third mode: the same shipped server called at
-  concurrency 2 with N inputs per request (gatescope-perf --batch-size N, as a client that
-  batches itself), its inferences/s against the same in-process ceiling as dynamic.
+- with --client-batch N (KServe APIs only), a third mode: the same shipped server called
+  with N inputs per request (gatescope-perf --batch-size N, as a client that batches
+  itself) at the concurrency that keeps as many examples in flight as dynamic does (2 x
+  max_batch_size / N, at least 2), its inferences/s against the same in-process ceiling as
+  dynamic.
 
 Prints per model every pair, then the median ratio with its quartiles, the pooled ratio
 (all served requests over all in-process images), and how far the in-process rate itself
@@ -222,8 +224,11 @@ def measure_model(model, args, tmp):
                   lambda: worker.rate(1, args.slot_seconds)["images_per_s"]),
                  ("dynamic", shipped, dynamic, min(128, 2 * batch), 1, ceiling)]
         if args.client_batch:
-            modes.append(("client batches", shipped, dynamic, 2,
-                          min(args.client_batch, model_max), ceiling))
+            # As many examples in flight as the dynamic mode keeps (two batches' worth), so
+            # a batch waits queued while one runs; at least two calls.
+            per_call = min(args.client_batch, model_max)
+            modes.append(("client batches", shipped, dynamic,
+                          max(2, -(-min(128, 2 * batch) // per_call)), per_call, ceiling))
         results = {}
         for mode, repo, flags, concurrency, per_request, in_process in modes:
             server, address = start_pinned_server(repo, flags, args,
