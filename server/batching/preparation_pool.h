@@ -1,7 +1,8 @@
 // The server-wide threads that prepare jobs' inputs (decode images) before the jobs are
 // queued on their models. Bounded twice: `threads` tasks run at once (so decode memory is
 // at most threads x one image's decode) and at most `max_waiting` wait (RESOURCE_EXHAUSTED
-// beyond, refused at once by the caller). Torch-free; knows only closures.
+// beyond: the caller refuses the job, see PreparingScheduler for a call's jobs).
+// Torch-free; knows only closures.
 #pragma once
 
 #include <deque>

@@ -62,11 +62,12 @@ class PreparingScheduler::Group {
 
   WorkItem& item(size_t i) { return items_[i]; }
 
-  // Ends `n` holds, the first failure kept; true for whoever ended the last hold, which
-  // then owns the jobs (TakeItems) and the group's failure.
-  bool End(const absl::Status& status, int n = 1) {
+  // Ends `n` holds, the first failure kept (or, `overrides`, this one: the status the
+  // caller returned when the pool refused the group); true for whoever ended the last
+  // hold, which then owns the jobs (TakeItems) and the group's failure.
+  bool End(const absl::Status& status, int n = 1, bool overrides = false) {
     absl::MutexLock lock(&mu_);
-    if (failure_.ok()) failure_ = status;
+    if (failure_.ok() || overrides) failure_ = status;
     holds_ -= n;
     return holds_ == 0;
   }
@@ -113,12 +114,16 @@ absl::Status PreparingScheduler::EnqueueGroup(std::vector<WorkItem> items) {
   for (size_t k = 0; k < for_pool.size(); ++k) {
     const size_t i = for_pool[k];
     submitted = pool_->Submit([this, group, i] {
-      const absl::Status st = PrepareOnPool(group->item(i));
+      // A group that has failed is refused whole: its other inputs need no decode.
+      const absl::Status st =
+          group->failure().ok() ? PrepareOnPool(group->item(i)) : absl::OkStatus();
       if (group->End(st)) HandOn(group->TakeItems(), group->failure());
     });
     if (!submitted.ok()) {
-      // This task and the later ones never run: their holds end here, with the caller's.
-      if (group->End(submitted, static_cast<int>(for_pool.size() - k) + 1)) {
+      // This task and the later ones never run: their holds end here, with the caller's,
+      // and the group is refused with the status returned.
+      if (group->End(submitted, static_cast<int>(for_pool.size() - k) + 1,
+                     /*overrides=*/true)) {
         HandOn(group->TakeItems(), submitted);
       }
       return submitted;

@@ -3,7 +3,9 @@
 // PreparationPool and only then queued on the batcher, so the model's instance workers
 // never decode and a slow image holds up no other request of the model. Jobs whose work is
 // short (Job::prepares_on_caller, a small image) are prepared on the enqueuing thread, and
-// jobs without such work go to the batcher directly: neither takes an extra thread hop.
+// jobs without such work go to the batcher directly: neither takes an extra thread hop,
+// unless it belongs to a call (EnqueueGroup) that also has jobs for the pool, which then
+// goes to the batcher whole from the pool thread that ends the last preparation.
 // Torch-free.
 #pragma once
 
@@ -38,10 +40,11 @@ class PreparingScheduler : public Scheduler {
   // Fails as one: a preparation on the caller that fails refuses every job of the group
   // with its error, which is returned, and submits nothing to the pool; a pool job that
   // expires, is cancelled or fails (as in Enqueue) refuses every job of the group with
-  // that status once the group's other preparations have ended. RESOURCE_EXHAUSTED (pool
-  // full) or UNAVAILABLE (stopping) is returned when the group cannot be submitted whole;
-  // its jobs are then refused with it, those already on the pool when their preparations
-  // end.
+  // that status once the group's other preparations have ended (those not yet started are
+  // skipped). RESOURCE_EXHAUSTED (pool full) or UNAVAILABLE (stopping) is returned when
+  // the group cannot be submitted whole (it takes one of the pool's waiting places per
+  // job for the pool); every job of the group is then refused with that status, at once
+  // when none is on the pool, else when the last of those ends.
   absl::Status EnqueueGroup(std::vector<WorkItem> items) override;
   // Refuses new jobs, waits for this model's jobs in preparation to be queued, then stops
   // `next` (which drains them).

@@ -27,8 +27,10 @@ class Scheduler {
   // promise that a worker sees none or all of them (DynamicBatcher does); this version
   // calls Enqueue for each in turn. On error the returned status is that of the first item
   // refused; that item and every later one have been refused with it, and each earlier one
-  // is either queued or refused with it too (none is left unfinished; PreparingScheduler
-  // may instead refuse some when their preparation ends). Thread-safe.
+  // is either queued or refused with it too (none is left unfinished). An implementation
+  // that prepares items elsewhere may refuse them later instead, each exactly once
+  // (PreparingScheduler refuses a whole call once its preparations on the pool end).
+  // Thread-safe.
   virtual absl::Status EnqueueGroup(std::vector<WorkItem> items) {
     for (size_t i = 0; i < items.size(); ++i) {
       absl::Status st = Enqueue(std::move(items[i]));

@@ -72,8 +72,9 @@ absl::Status Submit(const ModelCall& call, const CallContext& context,
                     std::function<bool()> abandoned = nullptr);
 
 // Queues the jobs of one call (its examples) together (Scheduler::EnqueueGroup), each as
-// Submit would. On error every job is finished, queued or refused when its preparation
-// ends: the refused ones with the status returned, and `abandoned` lets queued ones go.
+// Submit would. On error every job is finished or queued, or will be refused once the
+// call's preparations on the pool end: the refused ones with the status returned, and
+// `abandoned` lets queued ones go.
 absl::Status SubmitAll(const ModelCall& call, const CallContext& context,
                        std::vector<std::unique_ptr<InferenceJob>> jobs,
                        const Scheduling& scheduling, const std::function<bool()>& abandoned);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -32,12 +33,14 @@ class PreparingJob : public RecordingJob {
   bool prepares_ahead() const override { return true; }
   absl::Status PrepareAhead() override {
     prepared_on = std::this_thread::get_id();
+    if (preparations != nullptr) ++*preparations;
     if (gate_ != nullptr) gate_->WaitForNotification();
     return result_;
   }
   bool prepares_on_caller() const override { return on_caller; }
-  std::thread::id prepared_on;  // read by the test after the job ended
+  std::thread::id prepared_on;  // read by the test while the job is alive
   bool on_caller = false;
+  std::atomic<int>* preparations = nullptr;  // when set, counts PrepareAhead calls
 
  private:
   absl::Notification* const gate_;
@@ -249,21 +252,16 @@ TEST(PreparingScheduler, AFailedPoolPreparationRefusesTheWholeGroup) {
 }
 
 // A call whose deadline passes while its examples wait for a pool thread is refused whole,
-// unprepared.
+// unprepared: its example for the pool and the one with nothing to prepare.
 TEST(PreparingScheduler, AGroupThatExpiresWaitingForThePoolIsRefusedWhole) {
   Fixture f(/*threads=*/1, 8, /*max_batch=*/8);
   Outcomes outcomes(3);
   absl::Notification gate;
   ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());  // holds the thread
   std::vector<WorkItem> call;
-  std::vector<PreparingJob*> raw;
-  for (int i = 1; i < 3; ++i) {
-    auto job = std::make_unique<PreparingJob>(i, &outcomes);
-    raw.push_back(job.get());
-    WorkItem& item = call.emplace_back();
-    item.job = std::move(job);
-    item.deadline = f.clock.Now() + absl::Seconds(1);
-  }
+  call.emplace_back().job = std::make_unique<PreparingJob>(1, &outcomes);
+  call.emplace_back().job = std::make_unique<RecordingJob>(2, &outcomes);  // nothing to prepare
+  for (WorkItem& item : call) item.deadline = f.clock.Now() + absl::Seconds(1);
   ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());
   f.clock.Advance(absl::Seconds(2));
   gate.Notify();
@@ -273,9 +271,31 @@ TEST(PreparingScheduler, AGroupThatExpiresWaitingForThePoolIsRefusedWhole) {
   EXPECT_EQ(outcomes.refused(2), absl::StatusCode::kDeadlineExceeded);
 }
 
+// A call the pool refuses at its first example is refused whole at once, before
+// EnqueueGroup returns.
+TEST(PreparingScheduler, AGroupThePoolRefusesAtOnceIsRefusedWholeAtOnce) {
+  Fixture f(/*threads=*/1, /*max_waiting=*/1, /*max_batch=*/8);
+  Outcomes outcomes(4);
+  absl::Notification gate;
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
+  while (f.pool.Waiting() != 0) std::this_thread::yield();  // job 0 runs, held
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(1, &outcomes)).ok());  // the waiting place
+  std::vector<WorkItem> call;
+  call.emplace_back().job = std::make_unique<PreparingJob>(2, &outcomes);
+  call.emplace_back().job = std::make_unique<RecordingJob>(3, &outcomes);
+  EXPECT_EQ(f.scheduler->EnqueueGroup(std::move(call)).code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(outcomes.refused(2), absl::StatusCode::kResourceExhausted);  // already finished
+  EXPECT_EQ(outcomes.refused(3), absl::StatusCode::kResourceExhausted);
+  gate.Notify();
+  outcomes.Await(4);
+  EXPECT_TRUE(outcomes.executed(0));
+  EXPECT_TRUE(outcomes.executed(1));
+}
+
 // A call the pool cannot take whole (its queue fills part-way) is refused whole with
-// RESOURCE_EXHAUSTED: the examples it refused at once, the one it took when its
-// preparation ends; none runs.
+// RESOURCE_EXHAUSTED: the examples it refused at once, the one it took when its turn
+// comes, undecoded; none runs.
 TEST(PreparingScheduler, AGroupThePoolCannotTakeWholeIsRefusedWhole) {
   Fixture f(/*threads=*/1, /*max_waiting=*/1, /*max_batch=*/8);
   Outcomes outcomes(4);
@@ -283,12 +303,18 @@ TEST(PreparingScheduler, AGroupThePoolCannotTakeWholeIsRefusedWhole) {
   ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
   while (f.pool.Waiting() != 0) std::this_thread::yield();  // job 0 runs, held
   std::vector<WorkItem> call;
-  for (int i = 1; i < 4; ++i) call.emplace_back().job = std::make_unique<PreparingJob>(i, &outcomes);
+  std::atomic<int> preparations{0};
+  for (int i = 1; i < 4; ++i) {
+    auto job = std::make_unique<PreparingJob>(i, &outcomes);
+    job->preparations = &preparations;
+    call.emplace_back().job = std::move(job);
+  }
   EXPECT_EQ(f.scheduler->EnqueueGroup(std::move(call)).code(),
             absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(outcomes.finished(), 0);  // job 1 sits in the pool's queue, the call waits for it
   gate.Notify();
   outcomes.Await(4);
+  EXPECT_EQ(preparations.load(), 0);  // the refused call's image was not decoded
   EXPECT_TRUE(outcomes.executed(0));
   for (int i = 1; i < 4; ++i) {
     EXPECT_EQ(outcomes.refused(i), absl::StatusCode::kResourceExhausted) << i;
@@ -356,20 +382,27 @@ TEST(PreparingScheduler, ExpiredWhileWaitingIsRefusedUnprepared) {
   EXPECT_EQ(outcomes.refused(1), absl::StatusCode::kDeadlineExceeded);
 }
 
-TEST(PreparingScheduler, StopWaitsForPreparationThenDrains) {
-  Fixture f;
-  Outcomes outcomes(2);
-  absl::Notification gate;
-  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
+// Stops the scheduler on another thread while a preparation waits for `gate`: whether Stop
+// was still waiting 50 ms later; then opens the gate and waits for Stop to return.
+bool StopWaitsForTheGate(Fixture& f, absl::Notification& gate) {
   absl::Notification stopped;
   std::thread stopper([&] {
     f.scheduler->Stop();
     stopped.Notify();
   });
-  EXPECT_FALSE(stopped.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  const bool waited = !stopped.WaitForNotificationWithTimeout(absl::Milliseconds(50));
   gate.Notify();
   stopped.WaitForNotification();
   stopper.join();
+  return waited;
+}
+
+TEST(PreparingScheduler, StopWaitsForPreparationThenDrains) {
+  Fixture f;
+  Outcomes outcomes(2);
+  absl::Notification gate;
+  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
+  EXPECT_TRUE(StopWaitsForTheGate(f, gate));
   EXPECT_TRUE(outcomes.executed(0));  // prepared, queued and drained by the batcher's Stop
   const absl::Status late = f.Add(std::make_unique<PreparingJob>(1, &outcomes));
   EXPECT_EQ(late.code(), absl::StatusCode::kUnavailable);
@@ -386,15 +419,7 @@ TEST(PreparingScheduler, StopWaitsForAGroupInPreparation) {
   call.emplace_back().job = std::make_unique<PreparingJob>(0, &outcomes, &gate);
   call.emplace_back().job = std::make_unique<RecordingJob>(1, &outcomes);
   ASSERT_TRUE(f.scheduler->EnqueueGroup(std::move(call)).ok());
-  absl::Notification stopped;
-  std::thread stopper([&] {
-    f.scheduler->Stop();
-    stopped.Notify();
-  });
-  EXPECT_FALSE(stopped.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
-  gate.Notify();
-  stopped.WaitForNotification();
-  stopper.join();
+  EXPECT_TRUE(StopWaitsForTheGate(f, gate));
   EXPECT_EQ(f.executor.groups(), (std::vector<std::vector<int>>{{0, 1}}));
   std::vector<WorkItem> late;
   late.emplace_back().job = std::make_unique<PreparingJob>(2, &outcomes);
