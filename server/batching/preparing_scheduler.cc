@@ -5,6 +5,13 @@
 #include <vector>
 
 namespace gatescope {
+namespace {
+
+void RefuseAll(std::vector<WorkItem>& items, const absl::Status& status) {
+  for (WorkItem& item : items) item.job->Refuse(status);
+}
+
+}  // namespace
 
 PreparingScheduler::PreparingScheduler(PreparationPool* pool, const Clock* clock,
                                        std::unique_ptr<Scheduler> next)
@@ -94,7 +101,7 @@ absl::Status PreparingScheduler::EnqueueGroup(std::vector<WorkItem> items) {
       continue;
     }
     if (absl::Status st = item.job->PrepareAhead(); !st.ok()) {
-      for (WorkItem& refused : items) refused.job->Refuse(st);
+      RefuseAll(items, st);
       return st;
     }
   }
@@ -104,7 +111,7 @@ absl::Status PreparingScheduler::EnqueueGroup(std::vector<WorkItem> items) {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
       absl::Status st = absl::UnavailableError("model is shutting down");
-      for (WorkItem& refused : items) refused.job->Refuse(st);
+      RefuseAll(items, st);
       return st;
     }
     preparing_ += jobs;
@@ -138,7 +145,7 @@ void PreparingScheduler::HandOn(std::vector<WorkItem> items, const absl::Status&
   if (failure.ok()) {
     next_->EnqueueGroup(std::move(items)).IgnoreError();  // a refusal has finished the jobs
   } else {
-    for (WorkItem& item : items) item.job->Refuse(failure);
+    RefuseAll(items, failure);
   }
   Prepared(jobs);
 }

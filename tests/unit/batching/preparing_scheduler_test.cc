@@ -63,6 +63,12 @@ struct Fixture {
     item.deadline = deadline;
     return scheduler->Enqueue(std::move(item));
   }
+  // Job 0 (of `outcomes`) takes a pool thread and holds it until `gate` opens: returns once
+  // it runs, so that it no longer counts among the pool's waiting tasks.
+  void HoldAPoolThread(Outcomes* outcomes, absl::Notification* gate) {
+    EXPECT_TRUE(Add(std::make_unique<PreparingJob>(0, outcomes, gate)).ok());
+    while (pool.Waiting() != 0) std::this_thread::yield();
+  }
   FakeClock clock;
   FakeExecutor executor;
   PreparationPool pool;
@@ -277,8 +283,7 @@ TEST(PreparingScheduler, AGroupThePoolRefusesAtOnceIsRefusedWholeAtOnce) {
   Fixture f(/*threads=*/1, /*max_waiting=*/1, /*max_batch=*/8);
   Outcomes outcomes(4);
   absl::Notification gate;
-  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
-  while (f.pool.Waiting() != 0) std::this_thread::yield();  // job 0 runs, held
+  f.HoldAPoolThread(&outcomes, &gate);
   ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(1, &outcomes)).ok());  // the waiting place
   std::vector<WorkItem> call;
   call.emplace_back().job = std::make_unique<PreparingJob>(2, &outcomes);
@@ -300,8 +305,7 @@ TEST(PreparingScheduler, AGroupThePoolCannotTakeWholeIsRefusedWhole) {
   Fixture f(/*threads=*/1, /*max_waiting=*/1, /*max_batch=*/8);
   Outcomes outcomes(4);
   absl::Notification gate;
-  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
-  while (f.pool.Waiting() != 0) std::this_thread::yield();  // job 0 runs, held
+  f.HoldAPoolThread(&outcomes, &gate);
   std::vector<WorkItem> call;
   std::atomic<int> preparations{0};
   for (int i = 1; i < 4; ++i) {
@@ -355,9 +359,7 @@ TEST(PreparingScheduler, FullPoolRefusesAtOnce) {
   Fixture f(/*threads=*/1, /*max_waiting=*/1);
   Outcomes outcomes(3);
   absl::Notification gate;
-  ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(0, &outcomes, &gate)).ok());
-  // Job 0 must have left the pool's queue (it runs, held) before job 1 takes the one slot.
-  while (f.pool.Waiting() != 0) std::this_thread::yield();
+  f.HoldAPoolThread(&outcomes, &gate);  // before job 1 takes the one waiting place
   ASSERT_TRUE(f.Add(std::make_unique<PreparingJob>(1, &outcomes)).ok());
   const absl::Status full = f.Add(std::make_unique<PreparingJob>(2, &outcomes));
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
