@@ -60,6 +60,7 @@
 #include "client/perf/rest_client.h"
 #include "gatescope/v1/inference.grpc.pb.h"
 #include "inference/grpc_service.grpc.pb.h"
+#include "server/api/kserve_bytes.h"
 
 namespace gatescope::perf {
 namespace {
@@ -218,15 +219,11 @@ class Sender {
   using Stream = grpc::ClientReaderWriter<inference::ModelInferRequest,
                                           inference::ModelStreamInferResponse>;
 
-  // KServe's raw BYTES contents of the request's inputs: each element's 4-byte
-  // little-endian length, then its bytes.
+  // KServe's raw BYTES contents of the request's inputs.
   std::string RawBytes(const std::vector<std::string>& inputs, size_t first) const {
     std::string raw;
     for (int i = 0; i < opt_.batch_size; ++i) {
-      const std::string& input = inputs[(first + i) % inputs.size()];
-      const uint32_t len = static_cast<uint32_t>(input.size());
-      raw.append(reinterpret_cast<const char*>(&len), 4);
-      raw += input;
+      AppendBytesElement(inputs[(first + i) % inputs.size()], raw);
     }
     return raw;
   }

@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -62,27 +61,6 @@ absl::Status CheckBytesBatch(const KServeInput& input) {
 
 absl::Status InvalidInfer(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("ModelInfer: ", what));
-}
-
-void AppendBytesElement(std::string_view element, std::string& raw) {
-  const uint32_t len = static_cast<uint32_t>(element.size());
-  raw.append(reinterpret_cast<const char*>(&len), 4);
-  raw.append(element);
-}
-
-absl::StatusOr<std::vector<std::string_view>> SplitRawBytes(std::string_view raw) {
-  std::vector<std::string_view> out;
-  size_t pos = 0;
-  while (pos < raw.size()) {
-    if (raw.size() - pos < 4) return InvalidInfer("truncated BYTES element length");
-    uint32_t len = 0;
-    std::memcpy(&len, raw.data() + pos, 4);
-    pos += 4;
-    if (raw.size() - pos < len) return InvalidInfer("truncated BYTES element");
-    out.emplace_back(raw.data() + pos, len);
-    pos += len;
-  }
-  return out;
 }
 
 absl::StatusOr<KServeInput> ReadSingleInput(const ModelInferRequest& request) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "inference/grpc_service.pb.h"
+#include "server/api/kserve_bytes.h"
 
 namespace gatescope {
 
@@ -40,12 +41,6 @@ absl::Status InvalidInfer(absl::string_view what);
 // A BYTES input of one element per example: shape [B] or [B, 1] with B elements;
 // INVALID_ARGUMENT ("ModelInfer: ...") otherwise.
 absl::Status CheckBytesBatch(const KServeInput& input);
-
-// KServe's raw BYTES contents: each element prefixed by its little-endian uint32 length.
-// AppendBytesElement adds one element to `raw`; SplitRawBytes views the elements of `raw`
-// (which must outlive them), INVALID_ARGUMENT when truncated.
-void AppendBytesElement(std::string_view element, std::string& raw);
-absl::StatusOr<std::vector<std::string_view>> SplitRawBytes(std::string_view raw);
 
 // KServe datatype name of a tensor's dtype ("FP32", "INT64", ...); tensors of other types
 // are sent as FP32.

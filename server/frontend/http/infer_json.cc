@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/api/kserve_tensors.h"
+#include "server/api/kserve_bytes.h"
 
 namespace gatescope {
 namespace {
