@@ -192,7 +192,7 @@ def trained_tokenizer(texts, tmp_path, **options):
 def test_other_normalizers_keep_the_whole_texts_first_pieces(spam, options, tmp_path):
     """Under these normalizers tabs and line breaks are ordinary characters (or spaces are
     not collapsed): the multi-line e-mails are still cut only where a word starts."""
-    texts = [t for t in spam.train_texts[:3000] if len(t.encode()) < 4000]
+    texts = [t for t in spam.train_texts[:1000] if len(t.encode()) < 4000]
     tok, model_file = trained_tokenizer(texts, tmp_path, **options)
     test = list(spam.test_texts[:800]) + SPECIAL
     for limit in (3, 40, 128):
