@@ -11,7 +11,7 @@ PACKAGES=(
   libopencv-dev libpng-dev libjpeg62-turbo-dev libabsl-dev prometheus-cpp-dev libcli11-dev
   libboost-dev libssl-dev openssl libjemalloc-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang-14 libclang-rt-14-dev dpkg-dev
+  clang-14 libclang-rt-14-dev lld-14 dpkg-dev
   python3-numpy python3-pytest python3-grpcio python3-protobuf
   python3-pip python3-setuptools python3-wheel
   python3-sentencepiece libsentencepiece-dev python3-sklearn
