@@ -6,10 +6,12 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/api/kserve_bytes.h"
 #include "server/common/status_macros.h"
 #include "server/runtime/cuda_graph_policy.h"
 
@@ -44,18 +46,15 @@ absl::StatusOr<at::Tensor> FileExample(const std::string& which,
   }
   if (text) {
     // A text input is one BYTES element per example (its declared dims are [1]).
-    uint32_t length = 0;
-    if (bytes->size() >= sizeof(length)) std::memcpy(&length, bytes->data(), sizeof(length));
-    if (bytes->size() < sizeof(length) || bytes->size() - sizeof(length) != length ||
-        length > kMaxWarmUpTextBytes) {
+    const absl::StatusOr<std::vector<std::string_view>> elements = SplitRawBytes(*bytes);
+    if (!elements.ok() || elements->size() != 1 || elements->front().size() > kMaxWarmUpTextBytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           which, ": input_data_file '", file, "' holds ",
           bytes->size() == needed ? "more than " : "", bytes->size(),
           " bytes, not one BYTES element (a 4-byte little-endian length, then that many bytes, "
           "at most ", kMaxWarmUpTextBytes, ")"));
     }
-    absl::StatusOr<at::Tensor> example =
-        task.TextWarmUpExample(std::string_view(*bytes).substr(sizeof(length)));
+    absl::StatusOr<at::Tensor> example = task.TextWarmUpExample(elements->front());
     if (!example.ok()) {
       return absl::Status(example.status().code(),
                           absl::StrCat(which, ": the text of '", file, "': ",

@@ -22,13 +22,17 @@ TEST(KServeBytes, ElementsAreLittleEndianLengthThenBytes) {
 
 TEST(KServeBytes, SplitGivesBackWhatWasAppended) {
   const std::string with_nul("a\0b", 3);
+  // Lengths that use the second and third bytes of the length field (0x0102, 0x010203).
+  const std::string long_one(0x0102, 'l'), longer(0x010203, 'L');
   std::string raw;
-  for (const std::string& e : {std::string("first"), std::string(), with_nul}) {
+  for (const std::string& e : {std::string("first"), std::string(), with_nul, long_one, longer,
+                               std::string()}) {
     AppendBytesElement(e, raw);
   }
   auto elements = SplitRawBytes(raw);
   ASSERT_TRUE(elements.ok()) << elements.status();
-  EXPECT_EQ(*elements, (std::vector<std::string_view>{"first", "", with_nul}));
+  EXPECT_EQ(*elements,
+            (std::vector<std::string_view>{"first", "", with_nul, long_one, longer, ""}));
   // Views into `raw`, not copies.
   EXPECT_EQ((*elements)[0].data(), raw.data() + 4);
 }
