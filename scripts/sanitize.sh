@@ -17,6 +17,10 @@ kinds=("$@")
 status=0
 for kind in "${kinds[@]}"; do
   [ "$kind" = tsan ] && scripts/tsan_abseil.sh
+  if [ "$kind" = asan ] && [ ! -x /usr/lib/llvm-14/bin/ld.lld ]; then
+    echo "sanitize: the asan preset links with lld; run scripts/setup.sh (it installs lld-14)" >&2
+    exit 1
+  fi
   cmake --preset "$kind" >"build.$kind.cmake.log" 2>&1 || { cat "build.$kind.cmake.log"; exit 1; }
   cmake --build --preset "$kind" -j"$(nproc)"
   ctest --preset "$kind" || status=1
