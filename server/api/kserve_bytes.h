@@ -1,7 +1,7 @@
 // KServe v2's raw BYTES contents: each element is its length as a little-endian uint32, then
 // its bytes. One definition for the server (requests in, classification outputs out, REST's
-// JSON <-> binary) and the clients (gatescope-perf's requests). Torch- and gRPC-free, so the
-// clients link it without ATen; pure functions, thread-safe.
+// JSON <-> binary, warm-up text files) and the clients (gatescope-perf's requests). Torch-
+// and gRPC-free, so the clients link it without ATen; pure functions, thread-safe.
 #pragma once
 
 #include <string>
