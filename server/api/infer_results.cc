@@ -1,6 +1,6 @@
 #include "server/api/infer_results.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <algorithm>
 #include <string>

@@ -1,6 +1,7 @@
 #include "server/api/kserve_tensors.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/stack.h>
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 #include "server/api/tensor_proto.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 namespace gatescope {
 namespace {

@@ -1,6 +1,6 @@
 #include "server/explain/dense_maps.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "absl/strings/str_cat.h"
 

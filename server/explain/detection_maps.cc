@@ -1,6 +1,9 @@
 #include "server/explain/detection_maps.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 #include "server/explain/heatmap.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <opencv2/imgproc.hpp>
 #include <algorithm>

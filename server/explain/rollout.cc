@@ -1,6 +1,12 @@
 #include "server/explain/rollout.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/eye.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/where.h>
 
 #include "absl/strings/str_cat.h"
 

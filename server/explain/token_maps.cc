@@ -1,6 +1,8 @@
 #include "server/explain/token_maps.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
 
 #include <algorithm>
 

@@ -1,6 +1,7 @@
 #include "server/postprocess/classification.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/softmax.h>
 
 #include <algorithm>
 #include <cmath>

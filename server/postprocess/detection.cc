@@ -1,6 +1,7 @@
 #include "server/postprocess/detection.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/isfinite.h>
 
 #include <algorithm>
 #include <cmath>

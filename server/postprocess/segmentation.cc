@@ -1,6 +1,9 @@
 #include "server/postprocess/segmentation.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/upsample_bilinear2d.h>
 
 #include <algorithm>
 #include <cmath>

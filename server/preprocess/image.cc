@@ -1,6 +1,8 @@
 #include "server/preprocess/image.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/empty.h>
 
 #include <cmath>
 #include <cstring>

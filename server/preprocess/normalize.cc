@@ -1,6 +1,10 @@
 #include "server/preprocess/normalize.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <ATen/ops/upsample_bilinear2d.h>
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 #include "server/repository/metrics_observer.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <cmath>
 

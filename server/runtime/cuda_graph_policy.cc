@@ -1,6 +1,7 @@
 #include "server/runtime/cuda_graph_policy.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/cat.h>
 
 #include <algorithm>
 

@@ -8,7 +8,10 @@
 // num_detections padded with zero boxes and scores and class -1: detection_boxes FP32
 // [B, K, 4] (x1, y1, x2, y2 input pixels), detection_scores FP32 [B, K],
 // detection_classes INT64 [B, K] (label indices), num_detections INT64 [B].
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <memory>

@@ -1,6 +1,7 @@
 #include "server/tasks/image_inputs.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/from_blob.h>
 
 #include <cmath>
 #include <cstring>

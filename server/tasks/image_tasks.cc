@@ -1,6 +1,8 @@
 #include "server/tasks/image_tasks.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/zeros.h>
 
 #include <map>
 #include <utility>

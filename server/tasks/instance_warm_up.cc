@@ -1,6 +1,9 @@
 #include "server/tasks/instance_warm_up.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/zeros.h>
 
 #include <algorithm>
 #include <cstring>

@@ -13,7 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
 
 #include "absl/strings/str_cat.h"
 #include "server/api/kserve_tensors.h"

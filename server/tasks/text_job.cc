@@ -1,6 +1,7 @@
 #include "server/tasks/text_job.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 
 #include <utility>
 

@@ -2,7 +2,10 @@
 // Explain requests (protobuf's parser first, as gRPC would), checked by a classifier's and a
 // detector's task and every resulting job prepared and finished with outputs of the right
 // shape: request -> tensor parsing of both APIs must end in a status, never a crash.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include <cstddef>
 #include <cstdint>

@@ -3,7 +3,10 @@
 // each layer l with {"layer": [B] filled with l} and records the extra arguments.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/full.h>
 
 #include <atomic>
 #include <limits>

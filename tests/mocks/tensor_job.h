@@ -2,7 +2,8 @@
 // may carry an explanation pass, and how it finished is recorded in Results.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/full.h>
 
 #include <functional>
 #include <stdexcept>

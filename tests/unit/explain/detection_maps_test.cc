@@ -1,6 +1,10 @@
 #include "server/explain/detection_maps.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 namespace gatescope {

@@ -1,6 +1,12 @@
 // Inputs of any size (InputSpec.any_size) and min-max normalisation, checked against the
 // direct ATen computation of models/gatescope/segmentation.py's preprocess.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/randint.h>
+#include <ATen/ops/upsample_bilinear2d.h>
 #include <gtest/gtest.h>
 
 #include <opencv2/imgcodecs.hpp>

@@ -1,7 +1,11 @@
 #include "server/preprocess/image.h"
 #include "server/preprocess/normalize.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/allclose.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
 #include <gtest/gtest.h>
 
 #include <cstring>

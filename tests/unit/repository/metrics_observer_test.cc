@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 
 #include <limits>
 #include <map>

@@ -1,6 +1,9 @@
 #include "server/runtime/cuda_graph_policy.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include <set>

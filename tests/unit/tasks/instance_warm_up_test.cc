@@ -1,7 +1,7 @@
 // Warm-up before an instance serves: which calls, on which example, and what a failure does.
 #include "server/tasks/instance_warm_up.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
 #include <memory>

@@ -1,6 +1,12 @@
 // KServe ModelInfer through the tasks: one job per example, outputs gathered into one
 // response, the tasks' own outputs and parameters, and the parameters of other tasks.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/rand.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/zeros.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,7 +1,7 @@
 // One model instance: prepare, gather (the image tasks' stacking by shape), run, scatter.
 #include "server/tasks/model_instance.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
 #include <memory>

@@ -2,7 +2,8 @@
 // size, the query point of an explanation, and its KServe signature.
 #include "server/tasks/task.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/tensor.h>
 #include <gtest/gtest.h>
 
 #include "server/api/infer_results.h"

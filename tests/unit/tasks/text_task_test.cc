@@ -3,7 +3,7 @@
 // checks. tests/data/tiny_sentencepiece.model is a 400-piece unigram model (pad 0, unk 1,
 // byte fallback, nmt_nfkc_cf) trained by python3-sentencepiece on the first 3,000 WordNet
 // noun glosses; the Python/server parity on real texts is tests/integration/test_text.py.
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
