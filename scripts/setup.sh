@@ -12,7 +12,7 @@ PACKAGES=(
   libboost-dev libssl-dev openssl libjemalloc-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev lld-14 dpkg-dev
-  python3-numpy python3-pytest python3-grpcio python3-protobuf
+  python3-numpy python3-pytest python3-pytest-xdist python3-grpcio python3-protobuf
   python3-pip python3-setuptools python3-wheel
   python3-sentencepiece libsentencepiece-dev python3-sklearn
   chromium chromium-driver python3-selenium
