@@ -20,7 +20,7 @@ torch.set_num_threads(2)
 
 @pytest.fixture(scope="session", autouse=True)
 def ops():
-    """The built op library, loaded before a module's first test whether or not it asks for
+    """The built op library, loaded before the first test whether or not a test asks for
     it: scripting or loading a model that calls a fused op needs the op registered, and the
     suite runs in several processes (scripts/test.sh), so no test may rely on an earlier
     one having loaded it. The suite fails (not skips) when the library is missing."""
