@@ -46,10 +46,13 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& 
   return pem;
 }
 
-// A channel to `options.server` with `credentials`, taking large explanations.
+// A channel to `options.server` with `credentials`, taking large explanations, over a TCP
+// connection of its own: gRPC otherwise shares one connection between channels with the
+// same target and arguments, and gatescope-perf opens several to spread its load.
 std::shared_ptr<grpc::Channel> NewChannel(const ConnectionOptions& options,
                                           const std::shared_ptr<grpc::ChannelCredentials>& creds) {
   grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetMaxSendMessageSize(16 << 20);
   args.SetMaxReceiveMessageSize(256 << 20);  // explanations with many layers are large
   if (!options.tls_server_name.empty()) args.SetSslTargetNameOverride(options.tls_server_name);

@@ -4,7 +4,7 @@
 //   gatescope-perf --server ADDR --model NAME [--api gatescope|kserve [--streaming]|rest]
 //       [--tls-ca FILE [--tls-cert FILE --tls-key FILE] [--tls-server-name NAME]]
 //       [--token-file FILE]
-//       [--concurrency N | --concurrency-range A:B:S] [--request-rate R]
+//       [--concurrency N | --concurrency-range A:B:S] [--request-rate R] [--connections 1]
 //       [--warmup-ms 2000] [--window-ms 2000] [--stability 0.1] [--max-windows 10]
 //       [--timeout-ms 30000] [--format json|csv] [--inputs auto|image|text]
 //       [--batch-size 1] INPUT...
@@ -37,10 +37,14 @@
 // the input and the outputs, as Triton's HTTP clients send them: each sending thread keeps
 // one HTTP/1.1 connection alive. An answer's HTTP status counts as the code the server
 // mapped to it (rest_client.h). Metadata and statistics come from the REST API too.
+// --connections N (gRPC APIs) opens N connections, each its own TCP connection, and sending
+// thread t uses connection t mod N: one connection carries every call of the default
+// single one, which on a many-core machine bounds the rate before the server does.
 #include <CLI/CLI.hpp>
 #include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -49,6 +53,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -82,6 +87,7 @@ struct Options {
   bool text = false;  // inputs are texts (a text model), else encoded images
   int batch_size = 1;  // inputs per request (KServe only)
   int concurrency = 1;
+  int connections = 1;  // gRPC connections the sending threads take in turn (gRPC APIs)
   double request_rate = 0;  // 0: concurrency mode
   int warmup_ms = 2000, window_ms = 2000, max_windows = 10, timeout_ms = 30000;
   double stability = 0.1;
@@ -92,15 +98,17 @@ struct ServerSplit {
   double queue_us = -1, compute_input_us = -1, compute_infer_us = -1, compute_output_us = -1;
 };
 
-// Where the load goes: a gRPC connection, or with --api rest the REST API. Shared by
-// every sending thread; nothing in it changes after it is opened.
+// Where the load goes: --connections gRPC connections (each its own TCP connection; the
+// first also carries the metadata and statistics calls), or with --api rest the REST API.
+// Shared by every sending thread; nothing in it changes after it is opened.
 struct Server {
-  std::optional<Connection> grpc;
+  std::vector<Connection> grpc;
   std::optional<RestEndpoint> rest;
 };
 
 struct Result {
   int concurrency = 0;
+  int connections = 1;
   int batch_size = 1;
   double request_rate = 0;
   bool stable = false;
@@ -142,7 +150,7 @@ std::optional<inference::ModelStatistics> Statistics(const Options& opt, const S
     }
     return resp.model_stats(0);
   }
-  const Connection& server = *target.grpc;
+  const Connection& server = target.grpc.front();
   auto stub = inference::GRPCInferenceService::NewStub(server.channel());
   const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(10000);
   inference::ModelStatisticsRequest req;
@@ -169,16 +177,19 @@ ServerSplit Split(const inference::ModelStatistics& a, const inference::ModelSta
   return s;
 }
 
-// Sends one request over the chosen API; returns its status. One per sending thread;
-// `opt` and `server` must outlive it.
+// Sends one request over the chosen API; returns its status. One per sending thread, which
+// passes its index: over gRPC, sending thread t uses connection t mod --connections. `opt`
+// and `server` must outlive it.
 class Sender {
  public:
-  Sender(const Options& opt, const Server& server) : opt_(opt), server_(server) {
+  Sender(const Options& opt, const Server& server, int thread_index)
+      : opt_(opt), server_(server) {
     if (server.rest) {
       rest_ = std::make_unique<RestClient>(*server.rest);
     } else {
-      gatescope_ = v1::Inference::NewStub(server.grpc->channel());
-      kserve_ = inference::GRPCInferenceService::NewStub(server.grpc->channel());
+      connection_ = &server.grpc[static_cast<size_t>(thread_index) % server.grpc.size()];
+      gatescope_ = v1::Inference::NewStub(connection_->channel());
+      kserve_ = inference::GRPCInferenceService::NewStub(connection_->channel());
     }
   }
 
@@ -188,7 +199,7 @@ class Sender {
   // inputs[first], inputs[first + 1], ..., wrapping around.
   grpc::Status Send(const std::vector<std::string>& inputs, size_t first) {
     if (rest_ != nullptr) return SendOverRest(inputs, first);
-    const Connection& server = *server_.grpc;
+    const Connection& server = *connection_;
     if (!opt_.kserve) {
       const std::string& input = inputs[first % inputs.size()];
       const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(opt_.timeout_ms);
@@ -257,7 +268,7 @@ class Sender {
   grpc::Status SendOnStream(const inference::ModelInferRequest& req) {
     if (stream_ == nullptr) {
       // A stream lasts the whole measurement: its deadline is the longest that can take.
-      stream_context_ = server_.grpc->NewContext(
+      stream_context_ = connection_->NewContext(
           opt_.warmup_ms + opt_.window_ms * (opt_.max_windows + 1) + opt_.timeout_ms);
       stream_ = kserve_->ModelStreamInfer(stream_context_.get());
     }
@@ -282,6 +293,7 @@ class Sender {
 
   const Options& opt_;
   const Server& server_;
+  const Connection* connection_ = nullptr;  // gRPC: this thread's, one of server_.grpc
   std::unique_ptr<RestClient> rest_;  // --api rest; else the stubs below
   std::unique_ptr<v1::Inference::Stub> gatescope_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
@@ -301,7 +313,7 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs, const
   std::vector<std::thread> threads;
   for (int t = 0; t < opt.concurrency; ++t) {
     threads.emplace_back([&, t] {
-      Sender sender(opt, server);
+      Sender sender(opt, server, t);
       size_t next = static_cast<size_t>(t) * static_cast<size_t>(opt.batch_size);
       auto due = Clock::now();
       const auto interval = opt.request_rate > 0
@@ -336,6 +348,9 @@ Result Measure(const Options& opt, const std::vector<std::string>& inputs, const
   std::vector<int64_t> bounds{since_start_us(Clock::now())};
   Result result;
   result.concurrency = opt.concurrency;
+  result.connections = server.rest ? opt.concurrency
+                                    : std::min(opt.concurrency,
+                                               static_cast<int>(server.grpc.size()));
   result.batch_size = opt.batch_size;
   result.request_rate = opt.request_rate;
   while (static_cast<int>(windows.size()) < opt.max_windows) {
@@ -367,6 +382,7 @@ std::string ToJson(const Result& r) {
   }
   errors += "}";
   return "{\"concurrency\":" + std::to_string(r.concurrency) +
+         ",\"connections\":" + std::to_string(r.connections) +
          ",\"request_rate\":" + JsonNumber(r.request_rate) +
          ",\"batch_size\":" + std::to_string(r.batch_size) +
          ",\"stable\":" + (r.stable ? "true" : "false") +
@@ -392,7 +408,7 @@ std::string ToCsvRow(const Result& r) {
       << "," << s.p90_us << "," << s.p95_us << "," << s.p99_us << "," << r.server.queue_us
       << "," << r.server.compute_input_us << "," << r.server.compute_infer_us << ","
       << r.server.compute_output_us << "," << r.batch_size << ","
-      << s.throughput * r.batch_size;
+      << s.throughput * r.batch_size << "," << r.connections;
   return out.str();
 }
 
@@ -437,6 +453,13 @@ void AddFlags(CLI::App& app, Flags& f) {
       ->allow_extra_args(false)
       ->check(IntegerIn(1, 1024))
       ->excludes(concurrency);
+  // One HTTP/2 connection carries every call of a channel, and its frames are read and
+  // written by one thread at a time on either side: on a many-core machine one connection,
+  // not the server, can bound the rate (serving clients are many, each with its own).
+  app.add_option("--connections", f.opt.connections,
+                 "gRPC connections (TCP) to the server; sending thread t uses connection t mod "
+                 "this (no more than the concurrency are opened)")
+      ->check(IntegerIn(1, 1024));
   app.add_option("--request-rate", f.opt.request_rate,
                  "requests/s on a fixed schedule over the threads (0: each thread sends its next "
                  "request when the last returns)")
@@ -507,7 +530,7 @@ absl::StatusOr<v1::ModelMetadataResponse> ModelMetadata(const Options& opt,
     }
     return resp;
   }
-  const Connection& server = *target.grpc;
+  const Connection& server = target.grpc.front();
   auto stub = v1::Inference::NewStub(server.channel());
   const std::unique_ptr<grpc::ClientContext> ctx = server.NewContext(opt.timeout_ms);
   v1::ModelMetadataRequest req;
@@ -536,6 +559,10 @@ int Main(int argc, char** argv) {
   if (f.opt.streaming && f.api != "kserve") {
     return client::UsageError(app, "--streaming needs --api kserve");
   }
+  if (f.opt.connections > 1 && f.api == "rest") {
+    return client::UsageError(app, "--connections is for the gRPC APIs (over REST each sending "
+                                   "thread has a connection of its own)");
+  }
   if (f.opt.batch_size > 1 && f.api == "gatescope") {
     return client::UsageError(app, "--batch-size above 1 needs --api kserve or rest "
                                    "(gatescope.v1 Predict takes one input)");
@@ -550,9 +577,11 @@ int Main(int argc, char** argv) {
     if (!rest.ok()) return client::UsageError(app, std::string(rest.status().message()));
     server.rest = *std::move(rest);
   } else {
-    absl::StatusOr<Connection> grpc = client::OpenConnection(f.connection);
-    if (!grpc.ok()) return client::UsageError(app, std::string(grpc.status().message()));
-    server.grpc = *std::move(grpc);
+    for (int i = 0; i < opt.connections; ++i) {
+      absl::StatusOr<Connection> grpc = client::OpenConnection(f.connection);
+      if (!grpc.ok()) return client::UsageError(app, std::string(grpc.status().message()));
+      server.grpc.push_back(*std::move(grpc));
+    }
   }
   // The metadata decides what the inputs are (--inputs auto) and bounds --batch-size.
   if (f.input_kind == "auto" || opt.batch_size > 1) {
@@ -580,7 +609,7 @@ int Main(int argc, char** argv) {
     std::cout << "concurrency,request_rate,stable,throughput,ok,errors,avg_us,p50_us,p90_us,"
                  "p95_us,p99_us,server_queue_us,server_compute_input_us,"
                  "server_compute_infer_us,server_compute_output_us,batch_size,"
-                 "inferences_per_s\n";
+                 "inferences_per_s,connections\n";
   }
   bool all_ok = true;
   for (int c : f.levels) {

@@ -46,7 +46,7 @@ def test_perf_help_shows_defaults():
                  "[1, 1024]=1", "--concurrency-range", "--request-rate", "--warmup-ms",
                  "=2000", "--window-ms", "--stability", "=0.1", "--max-windows", "[3, 1000]=10",
                  "--timeout-ms", "=30000", "--format", "=json", "--inputs", "=auto", "--streaming",
-                 "--batch-size", "[1, 1024]=1", "INPUT"]:
+                 "--batch-size", "[1, 1024]=1", "--connections", "INPUT"]:
         assert text in res.stdout, (text, res.stdout)
 
 
@@ -135,6 +135,9 @@ PERF_REJECTED = [
     (["--api", "gatescope", "--batch-size", "4"], "--batch-size above 1 needs --api kserve"),
     (["--api", "rest", "--tls-cert", "c.pem"], "--tls-cert needs --tls-key"),
     (["--api", "rest", "--tls-ca", "missing.pem"], "--tls-ca 'missing.pem'"),
+    (["--connections", "0"], "--connections"),
+    (["--connections", "1025"], "--connections"),
+    (["--api", "rest", "--connections", "2"], "--connections is for the gRPC APIs"),
 ]
 
 

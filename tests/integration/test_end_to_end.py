@@ -358,6 +358,54 @@ def test_load_generator_refuses_a_batch_above_the_model_s_maximum(server, pngs, 
         assert "--batch-size 33 exceeds vit_fmnist's max_batch_size 32" in out.stderr
 
 
+def established_connections(pid, port):
+    """How many TCP connections process `pid` has open and established to local `port`
+    (its socket descriptors matched against the kernel's tables by inode)."""
+    import os
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                count += fields[3] == "01" and remote_port == port and fields[9] in inodes
+    return count
+
+
+@pytest.mark.parametrize("api", [["gatescope"], ["kserve", "--streaming"]])
+def test_load_generator_opens_the_connections_asked_for(server, pngs, api):
+    """--connections N: the sending threads share N TCP connections (no more than there are
+    threads), counted in the kernel's tables while the load runs; the JSON says how many."""
+    import time
+    port = int(server.address.rsplit(":", 1)[1])
+    for connections, concurrency, expected in ((1, 4, 1), (3, 6, 3), (8, 2, 2)):
+        cmd = [str(BUILD / "client" / "gatescope-perf"), "--server", server.address,
+               "--model", "vit_fmnist", "--api", *api, "--concurrency", str(concurrency),
+               "--connections", str(connections), "--warmup-ms", "600", "--window-ms", "300",
+               "--max-windows", "3", *[str(p) for p, _ in pngs[:8]]]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = 0
+        while proc.poll() is None:
+            try:
+                seen = max(seen, established_connections(proc.pid, port))
+            except FileNotFoundError:
+                break  # it ended between poll and the count
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        row = json_lines(out)[-1]
+        assert row["errors"] == {} and row["ok"] > 0
+        assert row["connections"] == expected and seen == expected, (connections, seen, row)
+
+
 @pytest.mark.parametrize("api", [["gatescope"], ["kserve"], ["kserve", "--streaming"], ["rest"]])
 def test_load_generator_reports_client_and_server_split(server, pngs, api):
     """Every API, REST included (its load, metadata and statistics over HTTP alone): all
