@@ -292,12 +292,15 @@ compat() {
 # overhead runs compare the server's defaults with its forward passes on two CPUs of their
 # own and one Torch thread (four slowed DGViT there on 2026-11-28), and that again with
 # CUDA graphs recorded and replayed (--cuda_graphs; docs/gpu.md, "Serving overhead on the
-# GPU"). GPU_CHECK_SERVE_ARGS is passed last: its --server-cpus or --client-cpus win, and
-# any --setup in it replaces these setups.
+# GPU"). Each dynamic run is repeated with gatescope-perf's load on one gRPC connection per
+# client CPU, since one connection can bound the rate before the server does.
+# GPU_CHECK_SERVE_ARGS is passed last: its --server-cpus, --client-cpus or --connections
+# win, and any --setup in it replaces these setups.
 serve() {
   local python_ld=${LD_LIBRARY_PATH:-} n half
   n=$(nproc); half=$((n / 2))
-  local cpus=(--server-cpus "0-$((half - 1))" --client-cpus "$half-$((n - 1))")
+  local cpus=(--server-cpus "0-$((half - 1))" --client-cpus "$half-$((n - 1))"
+              --connections "$((n - half))")
   [ "$half" -ge 2 ] || cpus=()
   local setups=(--setup default= --setup "forward_cpus_1_thread=--forward_cpus=0-1;--torch_threads=1"
                 --setup "cuda_graphs=--forward_cpus=0-1;--torch_threads=1;--cuda_graphs")

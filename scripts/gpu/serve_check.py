@@ -16,7 +16,8 @@
    - dynamic: the model with max_batch_size --max-batch and a 500 us delay, at --concurrency
      (default twice the largest batch, so that the next batch forms while one runs), with one
      GPU instance and with two, vs the in-process batch of the server's max_batch_size (the
-     best batch is reported too).
+     best batch is reported too); with --connections N above 1, once more with one instance
+     and gatescope-perf's load spread over N gRPC connections instead of one.
    Goal: >= 85 % for both. Each run's server-side breakdown comes from the server's own
    histograms (/metrics, before and after the run): time per request in the queue and in
    all, and per execution preparing inputs, in the model and delivering outputs, with the
@@ -32,7 +33,8 @@
    requests recorded counted apart.
 4. The request path's ceiling: --floor names a stand-in whose forward is one small matrix
    product (scripts/gpu/prepare_carry.sh writes floor_fmnist). Each setup serves it after the
-   --perf models, unbatched at concurrency 4 and dynamic at --concurrency: with a forward
+   --perf models, unbatched at concurrency 4 and dynamic at --concurrency (over one
+   connection and over --connections): with a forward
    this cheap, its served rate is what the server and gatescope-perf reach on these CPUs
    at all, and the report sets it beside the rate each --perf model's 85 % goals ask for.
 Writes --json and a markdown table next to it (.md); exits 1 when an answer differs.
@@ -356,10 +358,11 @@ def cpu_set(text):
     return cpus
 
 
-def perf_server(build, address, model, files, concurrency, cpus=""):
+def perf_server(build, address, model, files, concurrency, cpus="", connections=1):
     cmd = ["taskset", "-c", cpus] if cpus else []
     cmd += [str(build / "client" / "gatescope-perf"), "--server", address, "--model", model,
-           f"--concurrency={concurrency}", "--warmup-ms=700", "--window-ms=1000",
+           f"--concurrency={concurrency}", f"--connections={connections}",
+           "--warmup-ms=700", "--window-ms=1000",
            "--max-windows=4", "--format=json", *map(str, files)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
                           env={**os.environ, **(server_env() or {})})
@@ -422,19 +425,24 @@ def overhead(model, args, gpu, setup):
            "best_batch": best_batch, "runs": []}
     concurrency = args.concurrency or 2 * args.max_batch
     # Unbatched at 1 and at saturation vs batch 1; dynamic vs the largest batch it may form.
-    runs = (("unbatched", UNBATCHED, 1, 1), ("unbatched", UNBATCHED, 4, 1),
-            ("dynamic", "", concurrency, args.max_batch),
-            ("dynamic, 2 instances", TWO_INSTANCES, concurrency, args.max_batch))
+    # The last element: gatescope-perf's gRPC connections.
+    runs = [("unbatched", UNBATCHED, 1, 1, 1), ("unbatched", UNBATCHED, 4, 1, 1),
+            ("dynamic", "", concurrency, args.max_batch, 1)]
+    if args.connections > 1:
+        runs.append((f"dynamic, {args.connections} connections", "", concurrency,
+                     args.max_batch, args.connections))
+    runs.append(("dynamic, 2 instances", TWO_INSTANCES, concurrency, args.max_batch, 1))
     if model == args.floor:  # the ceilings only: saturated, one instance
-        runs = tuple(r for r in runs if r[2] > 1 and r[1] != TWO_INSTANCES)
-    for label, suffix, c, ref in runs:
+        runs = [r for r in runs if r[2] > 1 and r[1] != TWO_INSTANCES]
+    for label, suffix, c, ref, connections in runs:
         served = model + suffix
         before = server_counters(gpu.metrics_port, served)
-        r = perf_server(args.build, gpu.address, served, files, c, args.client_cpus)
+        r = perf_server(args.build, gpu.address, served, files, c, args.client_cpus, connections)
         stages = breakdown(before, server_counters(gpu.metrics_port, served))
         near = min(own, key=lambda b: abs(b - (stages["batch"] or 1)))
         row["runs"].append({
-            "run": label, "concurrency": c, "throughput": r["throughput"], "p50_us": r["p50_us"],
+            "run": label, "concurrency": c, "connections": r.get("connections", connections),
+            "throughput": r["throughput"], "p50_us": r["p50_us"],
             "p99_us": r["p99_us"], "reference": own[ref][0], "reference_batch": ref,
             "ratio": r["throughput"] / own[ref][0], "server": stages,
             "in_process_forward_ms": {"batch": near, "p50_ms": own[near][1]}})
@@ -455,7 +463,7 @@ def ceilings(report):
             said = "; ".join(
                 f"{run}: the goal needs {need[run]:.0f}/s, the stand-in reached "
                 f"{reached[run]:.0f}/s ({reached[run] / need[run]:.2f}x)"
-                for run in ("unbatched", "dynamic") if run in need and run in reached)
+                for run in need if run in reached)
             lines.append(f"- {floor['setup']}, {r['model']}: {said}")
     if lines:
         lines.insert(0, f"\nRequest path ceiling ({report['floor']}, a forward of one small "
@@ -553,6 +561,10 @@ def main():
     ap.add_argument("--perf", default="dgvit_fmnist,vit_fmnist,plug_deit_fmnist")
     ap.add_argument("--concurrency", type=int, default=0,
                     help="of the dynamic runs (default: twice --max-batch)")
+    ap.add_argument("--connections", type=int, default=1,
+                    help="above 1: each model's dynamic run is repeated with gatescope-perf's "
+                         "load spread over this many gRPC connections (one carries all by "
+                         "default, and can bound the rate before the server does)")
     ap.add_argument("--floor", default="floor_fmnist",
                     help="the request path's stand-in, served in every setup when --models "
                          "holds it (empty: none)")

@@ -156,22 +156,26 @@ def test_ceilings_set_the_stand_ins_rates_beside_each_models_goal():
                                        "reference": ref}
     vit = {"model": "vit_fmnist", "setup": "s", "runs": [
         run("unbatched", 1, 500, 700), run("unbatched", 4, 600, 700),
-        run("dynamic", 128, 18000, 40000), run("dynamic, 2 instances", 128, 15000, 40000)]}
+        run("dynamic", 128, 18000, 40000), run("dynamic, 8 connections", 128, 30000, 40000),
+        run("dynamic, 2 instances", 128, 15000, 40000)]}
     floor = {"model": "floor_fmnist", "setup": "s", "runs": [
-        run("unbatched", 4, 5950, 1e5), run("dynamic", 128, 17000, 1e6)]}
+        run("unbatched", 4, 5950, 1e5), run("dynamic", 128, 17000, 1e6),
+        run("dynamic, 8 connections", 128, 68000, 1e6)]}
     other_setup = dict(vit, setup="t")
     lines = serve_check.ceilings({"floor": "floor_fmnist", "overhead": [vit, floor, other_setup]})
     assert len(lines) == 2 and "floor_fmnist" in lines[0]
     assert lines[1] == ("- s, vit_fmnist: unbatched: the goal needs 595/s, the stand-in reached "
                         "5950/s (10.00x); dynamic: the goal needs 34000/s, the stand-in reached "
-                        "17000/s (0.50x)")
+                        "17000/s (0.50x); dynamic, 8 connections: the goal needs 34000/s, the "
+                        "stand-in reached 68000/s (2.00x)")
     assert serve_check.ceilings({"floor": "floor_fmnist", "overhead": [vit]}) == []
 
 
 def test_a_cuda_graphs_setup_reports_recordings_and_checks_its_answers(tmp_path):
     """A dry run on CPU instances, which never record graphs: the setup's rows say so, and
     its answers after the overhead runs equal the CPU server's (two inputs: a batch call
-    within --max-batch); the text model --graph-answers names gets the answers check alone."""
+    within --max-batch); the text model --graph-answers names gets the answers check alone.
+    With --connections 2 the dynamic run is repeated over two gRPC connections."""
     inputs = tmp_path / "inputs"
     subprocess.run(["/usr/bin/python3", str(REPO / "models/tools/write_fashion_mnist_png.py"),
                     "--out", str(inputs / "fmnist"), "--count", "2"], check=True,
@@ -184,12 +188,17 @@ def test_a_cuda_graphs_setup_reports_recordings_and_checks_its_answers(tmp_path)
         [sys.executable, str(TOOL), "--build", str(BUILD), "--inputs", str(inputs),
          "--models", str(models_dir(tmp_path, "vit_fmnist", "dgt_wordnet")), "--json", str(report),
          "--second-kind", "KIND_CPU", "--perf", "vit_fmnist", "--max-batch", "2",
-         "--graph-answers", "dgt_wordnet", "--setup", "graphs=--torch_threads=1;--cuda_graphs"],
+         "--graph-answers", "dgt_wordnet", "--setup", "graphs=--torch_threads=1;--cuda_graphs",
+         "--connections", "2"],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "GATESCOPE_OPS_LIB": str(BUILD / "models/ops/libgatescope_ops.so")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (row,) = json.loads(report.read_text())["overhead"]
     assert row["setup"] == "graphs" and row["cuda_graphs"] == {"recorded": 0, "off": []}
+    assert [(u["run"], u["connections"]) for u in row["runs"]] == [
+        ("unbatched", 1), ("unbatched", 1), ("dynamic", 1), ("dynamic, 2 connections", 2),
+        ("dynamic, 2 instances", 1)]
+    assert all(u["throughput"] > 0 for u in row["runs"])
     assert row["graph_answers"]["ok"] and max(row["graph_answers"]["errors"].values()) <= 1e-5
     (text,) = json.loads(report.read_text())["graph_answers"]
     assert text["model"] == "dgt_wordnet" and text["setup"] == "graphs"
