@@ -182,8 +182,7 @@ ServerSplit Split(const inference::ModelStatistics& a, const inference::ModelSta
 // and `server` must outlive it.
 class Sender {
  public:
-  Sender(const Options& opt, const Server& server, int thread_index)
-      : opt_(opt), server_(server) {
+  Sender(const Options& opt, const Server& server, int thread_index) : opt_(opt) {
     if (server.rest) {
       rest_ = std::make_unique<RestClient>(*server.rest);
     } else {
@@ -292,8 +291,7 @@ class Sender {
   }
 
   const Options& opt_;
-  const Server& server_;
-  const Connection* connection_ = nullptr;  // gRPC: this thread's, one of server_.grpc
+  const Connection* connection_ = nullptr;  // gRPC: this thread's, one of the Server's
   std::unique_ptr<RestClient> rest_;  // --api rest; else the stubs below
   std::unique_ptr<v1::Inference::Stub> gatescope_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_;
