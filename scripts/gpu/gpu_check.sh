@@ -293,14 +293,15 @@ compat() {
 # own and one Torch thread (four slowed DGViT there on 2026-11-28), and that again with
 # CUDA graphs recorded and replayed (--cuda_graphs; docs/gpu.md, "Serving overhead on the
 # GPU"). Each dynamic run is repeated with gatescope-perf's load on one gRPC connection per
-# client CPU, since one connection can bound the rate before the server does.
-# GPU_CHECK_SERVE_ARGS is passed last: its --server-cpus, --client-cpus or --connections
-# win, and any --setup in it replaces these setups.
+# client CPU, since one connection held the rate near 30,000 requests/s on 2026-11-29, and
+# once more with 16 images per call, since the request path's cost is per call.
+# GPU_CHECK_SERVE_ARGS is passed last: its --server-cpus, --client-cpus, --connections or
+# --images-per-call win, and any --setup in it replaces these setups.
 serve() {
   local python_ld=${LD_LIBRARY_PATH:-} n half
   n=$(nproc); half=$((n / 2))
   local cpus=(--server-cpus "0-$((half - 1))" --client-cpus "$half-$((n - 1))"
-              --connections "$((n - half))")
+              --connections "$((n - half))" --images-per-call 16)
   [ "$half" -ge 2 ] || cpus=()
   local setups=(--setup default= --setup "forward_cpus_1_thread=--forward_cpus=0-1;--torch_threads=1"
                 --setup "cuda_graphs=--forward_cpus=0-1;--torch_threads=1;--cuda_graphs")

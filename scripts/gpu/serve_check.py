@@ -17,7 +17,9 @@
      (default twice the largest batch, so that the next batch forms while one runs), with one
      GPU instance and with two, vs the in-process batch of the server's max_batch_size (the
      best batch is reported too); with --connections N above 1, once more with one instance
-     and gatescope-perf's load spread over N gRPC connections instead of one.
+     and gatescope-perf's load spread over N gRPC connections instead of one; with
+     --images-per-call M above 1, once more over those connections with M images in each
+     KServe call, as many images in flight.
    Goal: >= 85 % for both. Each run's server-side breakdown comes from the server's own
    histograms (/metrics, before and after the run): time per request in the queue and in
    all, and per execution preparing inputs, in the model and delivering outputs, with the
@@ -358,10 +360,12 @@ def cpu_set(text):
     return cpus
 
 
-def perf_server(build, address, model, files, concurrency, cpus="", connections=1):
+def perf_server(build, address, model, files, concurrency, cpus="", connections=1, per_call=1):
+    """gatescope-perf's JSON line; per_call above 1 sends that many images per KServe call."""
     cmd = ["taskset", "-c", cpus] if cpus else []
+    api = ["--api=kserve", f"--batch-size={per_call}"] if per_call > 1 else []
     cmd += [str(build / "client" / "gatescope-perf"), "--server", address, "--model", model,
-           f"--concurrency={concurrency}", f"--connections={connections}",
+           f"--concurrency={concurrency}", f"--connections={connections}", *api,
            "--warmup-ms=700", "--window-ms=1000",
            "--max-windows=4", "--format=json", *map(str, files)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
@@ -425,26 +429,33 @@ def overhead(model, args, gpu, setup):
            "best_batch": best_batch, "runs": []}
     concurrency = args.concurrency or 2 * args.max_batch
     # Unbatched at 1 and at saturation vs batch 1; dynamic vs the largest batch it may form.
-    # The last element: gatescope-perf's gRPC connections.
-    runs = [("unbatched", UNBATCHED, 1, 1, 1), ("unbatched", UNBATCHED, 4, 1, 1),
-            ("dynamic", "", concurrency, args.max_batch, 1)]
+    # The last two elements: gatescope-perf's gRPC connections and images per call.
+    runs = [("unbatched", UNBATCHED, 1, 1, 1, 1), ("unbatched", UNBATCHED, 4, 1, 1, 1),
+            ("dynamic", "", concurrency, args.max_batch, 1, 1)]
     if args.connections > 1:
         runs.append((f"dynamic, {args.connections} connections", "", concurrency,
-                     args.max_batch, args.connections))
-    runs.append(("dynamic, 2 instances", TWO_INSTANCES, concurrency, args.max_batch, 1))
+                     args.max_batch, args.connections, 1))
+    if args.images_per_call > 1:  # as many images in flight as the other dynamic runs
+        calls = max(args.connections, concurrency // args.images_per_call)
+        runs.append((f"dynamic, {args.connections} connections, {args.images_per_call} "
+                     "images per call", "", calls, args.max_batch, args.connections,
+                     args.images_per_call))
+    runs.append(("dynamic, 2 instances", TWO_INSTANCES, concurrency, args.max_batch, 1, 1))
     if model == args.floor:  # the ceilings only: saturated, one instance
         runs = [r for r in runs if r[2] > 1 and r[1] != TWO_INSTANCES]
-    for label, suffix, c, ref, connections in runs:
+    for label, suffix, c, ref, connections, per_call in runs:
         served = model + suffix
         before = server_counters(gpu.metrics_port, served)
-        r = perf_server(args.build, gpu.address, served, files, c, args.client_cpus, connections)
+        r = perf_server(args.build, gpu.address, served, files, c, args.client_cpus, connections,
+                        per_call)
         stages = breakdown(before, server_counters(gpu.metrics_port, served))
         near = min(own, key=lambda b: abs(b - (stages["batch"] or 1)))
+        images = r.get("inferences_per_s", r["throughput"])  # throughput counts calls
         row["runs"].append({
             "run": label, "concurrency": c, "connections": r.get("connections", connections),
-            "throughput": r["throughput"], "p50_us": r["p50_us"],
+            "images_per_call": per_call, "throughput": images, "p50_us": r["p50_us"],
             "p99_us": r["p99_us"], "reference": own[ref][0], "reference_batch": ref,
-            "ratio": r["throughput"] / own[ref][0], "server": stages,
+            "ratio": images / own[ref][0], "server": stages,
             "in_process_forward_ms": {"batch": near, "p50_ms": own[near][1]}})
     return row
 
@@ -565,6 +576,9 @@ def main():
                     help="above 1: each model's dynamic run is repeated with gatescope-perf's "
                          "load spread over this many gRPC connections (one carries all by "
                          "default, and can bound the rate before the server does)")
+    ap.add_argument("--images-per-call", type=int, default=1,
+                    help="above 1: one more dynamic run whose KServe calls carry this many "
+                         "images each, over --connections (the request path's cost is per call)")
     ap.add_argument("--floor", default="floor_fmnist",
                     help="the request path's stand-in, served in every setup when --models "
                          "holds it (empty: none)")

@@ -175,7 +175,8 @@ def test_a_cuda_graphs_setup_reports_recordings_and_checks_its_answers(tmp_path)
     """A dry run on CPU instances, which never record graphs: the setup's rows say so, and
     its answers after the overhead runs equal the CPU server's (two inputs: a batch call
     within --max-batch); the text model --graph-answers names gets the answers check alone.
-    With --connections 2 the dynamic run is repeated over two gRPC connections."""
+    With --connections 2 the dynamic run is repeated over two gRPC connections, and with
+    --images-per-call 2 once more with two images in each call."""
     inputs = tmp_path / "inputs"
     subprocess.run(["/usr/bin/python3", str(REPO / "models/tools/write_fashion_mnist_png.py"),
                     "--out", str(inputs / "fmnist"), "--count", "2"], check=True,
@@ -189,16 +190,20 @@ def test_a_cuda_graphs_setup_reports_recordings_and_checks_its_answers(tmp_path)
          "--models", str(models_dir(tmp_path, "vit_fmnist", "dgt_wordnet")), "--json", str(report),
          "--second-kind", "KIND_CPU", "--perf", "vit_fmnist", "--max-batch", "2",
          "--graph-answers", "dgt_wordnet", "--setup", "graphs=--torch_threads=1;--cuda_graphs",
-         "--connections", "2"],
+         "--connections", "2", "--images-per-call", "2"],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "GATESCOPE_OPS_LIB": str(BUILD / "models/ops/libgatescope_ops.so")})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     (row,) = json.loads(report.read_text())["overhead"]
     assert row["setup"] == "graphs" and row["cuda_graphs"] == {"recorded": 0, "off": []}
-    assert [(u["run"], u["connections"]) for u in row["runs"]] == [
-        ("unbatched", 1), ("unbatched", 1), ("dynamic", 1), ("dynamic, 2 connections", 2),
-        ("dynamic, 2 instances", 1)]
+    assert [(u["run"], u["connections"], u["images_per_call"]) for u in row["runs"]] == [
+        ("unbatched", 1, 1), ("unbatched", 1, 1), ("dynamic", 1, 1),
+        ("dynamic, 2 connections", 2, 1), ("dynamic, 2 connections, 2 images per call", 2, 2),
+        ("dynamic, 2 instances", 1, 1)]
     assert all(u["throughput"] > 0 for u in row["runs"])
+    # Two calls of two images in flight, and max_batch_size 2: every execution is one call.
+    per_call = row["runs"][4]
+    assert per_call["concurrency"] == 2 and per_call["server"]["batch"] == pytest.approx(2)
     assert row["graph_answers"]["ok"] and max(row["graph_answers"]["errors"].values()) <= 1e-5
     (text,) = json.loads(report.read_text())["graph_answers"]
     assert text["model"] == "dgt_wordnet" and text["setup"] == "graphs"
