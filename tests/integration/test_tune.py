@@ -91,13 +91,19 @@ def test_default_batches_and_percentile():
 
 
 # ---- real runs ----
+# They check what the tool measures and writes, not how fast the machine is: their bound is
+# one that a stall of a loaded machine cannot make batch 1 miss. The default 100 ms did once,
+# with two test processes on two cores: a text model's batch-1 p99 came out at 52 ms, and
+# the rule wants twice the p99 within the bound.
+LOOSE_BOUND = ("--p99-ms", "5000")
+
 
 def test_written_config_keeps_other_fields_and_the_server_serves_it(tmp_path):
     repo = copy_model(tmp_path)
     path = repo / "dgvit_fmnist" / "config.pbtxt"
     path.write_text("instance_group [ { kind: KIND_CPU count: 2 } ]\n")
     out = run_tool("--repository", str(repo), "--batches", "1,4", "--seconds", "0.2",
-                   "--write", "--json")
+                   *LOOSE_BOUND, "--write", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["model"] == "dgvit_fmnist" and report["error"] is None
@@ -108,7 +114,7 @@ def test_written_config_keeps_other_fields_and_the_server_serves_it(tmp_path):
     header = text.splitlines()[:4]
     assert header[0].startswith("# Written by scripts/gatescope_tune.py on ")
     assert header[1].startswith("# Machine: ") and "Torch thread" in header[1]
-    assert header[2].startswith("# Bound: p99 100 ms")
+    assert header[2].startswith("# Bound: p99 5000 ms")
     assert "images/s" in text and "p99 ms" in text
 
     (tmp_path / "stubs").mkdir()
@@ -141,7 +147,7 @@ def test_written_config_keeps_other_fields_and_the_server_serves_it(tmp_path):
 
 def test_a_text_model_is_timed_at_the_asked_piece_count(tmp_path):
     repo = copy_model(tmp_path, "dgt_wordnet")
-    common = ("--repository", str(repo), "--batches", "1,2", "--seconds", "0.1")
+    common = ("--repository", str(repo), "--batches", "1,2", "--seconds", "0.1", *LOOSE_BOUND)
     out = run_tool(*common, "--text-tokens", "8", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
