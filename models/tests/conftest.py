@@ -1,3 +1,4 @@
+import os
 import pathlib
 
 import pytest
@@ -15,7 +16,11 @@ if paths.CHECKOUT != CHECKOUT:
     # another checkout's code would pass or fail for the wrong reasons.
     pytest.exit(f"gatescope is imported from {paths.PACKAGE_DIR}, not from this checkout "
                 f"({CHECKOUT}): run scripts/install_python.sh", returncode=4)
-torch.set_num_threads(2)
+# Two Torch threads in one process; one per process when pytest-xdist runs several
+# (scripts/test.sh: one per core), whose OpenMP threads would otherwise wait spinning for
+# cores the other worker holds: models/tests with two workers took 145-173 s at two threads
+# each and 81-97 s at one (2-vCPU VM, 2026-11-29). Tests of the threaded paths set their own.
+torch.set_num_threads(1 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 else 2)
 
 
 @pytest.fixture(scope="session", autouse=True)
