@@ -36,9 +36,9 @@
 4. The request path's ceiling: --floor names a stand-in whose forward is one small matrix
    product (scripts/gpu/prepare_carry.sh writes floor_fmnist). Each setup serves it after the
    --perf models, unbatched at concurrency 4 and dynamic at --concurrency (over one
-   connection and over --connections): with a forward
-   this cheap, its served rate is what the server and gatescope-perf reach on these CPUs
-   at all, and the report sets it beside the rate each --perf model's 85 % goals ask for.
+   connection and over --connections): with a forward this cheap, its served rate is what
+   the server and gatescope-perf reach on these CPUs at all, and the report sets it beside
+   the rate each --perf model's 85 % goals ask for.
 Writes --json and a markdown table next to it (.md); exits 1 when an answer differs.
 """
 import argparse
